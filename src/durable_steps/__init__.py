@@ -1,0 +1,71 @@
+"""durable-steps: checkpoint after every step, resume where a crashed run stopped."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from ._aio import AsyncFileStore, AsyncMemoryStore
+from ._config import async_store_from_env, store_from_env
+from ._errors import (
+    ConfigurationError,
+    ConflictError,
+    CorruptCheckpointError,
+    DurableError,
+    InvalidRunIdError,
+    InvalidStateError,
+    StateTooLargeError,
+    StepMismatchError,
+    StoreError,
+)
+from ._file import FileStore
+from ._memory import MemoryStore
+from ._runner import Step, StepContext, current_step, run, run_async
+from ._store import AsyncStore, Checkpoint, RunInfo, Store
+
+if TYPE_CHECKING:
+    from ._cosmos import AsyncCosmosStore, CosmosStore
+
+try:
+    __version__ = version("durable-steps")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "AsyncCosmosStore",
+    "AsyncFileStore",
+    "AsyncMemoryStore",
+    "AsyncStore",
+    "Checkpoint",
+    "ConfigurationError",
+    "ConflictError",
+    "CorruptCheckpointError",
+    "CosmosStore",
+    "DurableError",
+    "FileStore",
+    "InvalidRunIdError",
+    "InvalidStateError",
+    "MemoryStore",
+    "RunInfo",
+    "StateTooLargeError",
+    "Step",
+    "StepContext",
+    "StepMismatchError",
+    "Store",
+    "StoreError",
+    "__version__",
+    "async_store_from_env",
+    "current_step",
+    "run",
+    "run_async",
+    "store_from_env",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The Cosmos stores load azure-cosmos; import them only when asked for.
+    if name in ("CosmosStore", "AsyncCosmosStore"):
+        from . import _cosmos
+
+        return getattr(_cosmos, name)
+    raise AttributeError(f"module 'durable_steps' has no attribute {name!r}")

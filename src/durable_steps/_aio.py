@@ -1,0 +1,74 @@
+"""The local stores for asyncio code: the same stores, their I/O off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+from ._file import FileStore
+from ._memory import MemoryStore
+from ._store import Checkpoint, RunInfo
+
+
+class AsyncFileStore:
+    """FileStore for asyncio: every read, write and fsync runs in a worker thread,
+    so the event loop never waits on the disk. Same files, same locks: sync and
+    async code can share one store directory."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".durable") -> None:
+        self.sync = FileStore(path)
+
+    def __repr__(self) -> str:
+        return f"AsyncFileStore({str(self.sync.path)!r})"
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        return await asyncio.to_thread(self.sync.load, run_id)
+
+    async def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        return await asyncio.to_thread(self.sync.save, checkpoint)
+
+    async def delete(self, run_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete, run_id)
+
+    async def list_runs(self) -> AsyncIterator[RunInfo]:
+        for info in await asyncio.to_thread(lambda: list(self.sync.list_runs())):
+            yield info
+
+    async def close(self) -> None:
+        """Nothing to release; present so every store closes alike."""
+
+    async def __aenter__(self) -> AsyncFileStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncMemoryStore:
+    """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
+
+    def __init__(self) -> None:
+        self.sync = MemoryStore()
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        return self.sync.load(run_id)
+
+    async def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.sync.save(checkpoint)
+
+    async def delete(self, run_id: str) -> bool:
+        return self.sync.delete(run_id)
+
+    async def list_runs(self) -> AsyncIterator[RunInfo]:
+        for info in list(self.sync.list_runs()):
+            yield info
+
+    async def close(self) -> None:
+        """Nothing to release; present so every store closes alike."""
+
+    async def __aenter__(self) -> AsyncMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,372 @@
+"""CosmosStore and AsyncCosmosStore: one Cosmos DB item per run (id = run id,
+partition key /id), written with ETag-conditional requests.
+
+Hot path: one point read per load, one request per save (create-only for a new
+run, replace with If-Match otherwise; replace never resurrects a deleted run).
+The client, database and container clients are resolved once, at construction
+(sync) or on first use (async). Azure exceptions never leave this module: they
+are translated where they enter, in ``_translate``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from ._errors import DurableError, StateTooLargeError, StoreError
+from ._store import Checkpoint, RunInfo, check_run_id, conflict, dumps, from_document, to_document
+
+MAX_ITEM_BYTES = 2 * 1024 * 1024
+"""Cosmos DB's item limit, system properties (_rid, _etag, _ts, ...) included."""
+_SYSTEM_RESERVE = 1024
+_INSTALL = "pip install 'durable-steps[cosmos]'"
+_LIST_QUERY = "SELECT * FROM c"
+
+
+def _azure() -> Any:
+    try:
+        import azure.cosmos
+        import azure.identity
+    except ImportError as exc:
+        raise DurableError(
+            f"the Cosmos DB backend needs azure-cosmos and azure-identity: {_INSTALL}"
+        ) from exc
+    return azure
+
+
+def _is_local(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    return endpoint.startswith("http://") or host in ("localhost", "127.0.0.1", "::1")
+
+
+def _client_options(endpoint: str, verify_tls: bool, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "connection_verify": verify_tls,
+        # An emulator advertises its own (https, unmapped-port) address; following
+        # it breaks plain-HTTP and remapped-port emulators. Real accounts keep
+        # discovery for multi-region failover.
+        "enable_endpoint_discovery": not _is_local(endpoint),
+        # Fail in seconds, not minutes, when nothing answers.
+        "connection_timeout": 10,
+        "retry_connect": 1,
+        "retry_read": 1,
+        **options,
+    }
+
+
+def _body(cp: Checkpoint) -> dict[str, Any]:
+    doc = to_document(cp)
+    doc["id"] = cp.run_id
+    size = len(dumps(doc)) + _SYSTEM_RESERVE
+    if size > MAX_ITEM_BYTES:
+        raise StateTooLargeError(
+            f"run {cp.run_id!r}: the checkpoint is {size:,} bytes, over Cosmos DB's "
+            f"{MAX_ITEM_BYTES:,}-byte item limit; nothing was sent and the previous checkpoint "
+            "stays. Keep large data (documents, blobs) in Blob Storage and put its URL in the state",
+            run_id=cp.run_id,
+            size=size,
+            limit=MAX_ITEM_BYTES,
+        )
+    return doc
+
+
+def _checkpoint(item: dict[str, Any], run_id: str, where: str) -> Checkpoint:
+    return from_document(item, run_id, item.get("_etag"), where)
+
+
+def _info(item: dict[str, Any]) -> RunInfo:
+    run_id = str(item.get("id"))
+    size = len(json.dumps(item, separators=(",", ":")).encode())
+    try:
+        cp = _checkpoint(item, run_id, "Cosmos DB")
+    except DurableError as exc:
+        return RunInfo(run_id, -1, None, False, item.get("_ts"), size, item.get("_etag"), str(exc))
+    last = cp.steps[-1] if cp.steps else None
+    return RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, size, cp.etag)
+
+
+def _translate(exc: Exception, where: str, run_id: str | None = None, etag: Any = None) -> Exception:
+    """The most specific error of ours for an exception raised by the Azure SDKs."""
+    from azure.core import exceptions as core
+    from azure.cosmos import exceptions as cosmos
+
+    if isinstance(exc, cosmos.CosmosHttpResponseError):
+        status = exc.status_code
+        if run_id is not None and status in (409, 412):
+            return conflict(run_id, etag, missing=False)
+        if run_id is not None and status == 404 and etag is not None:
+            return conflict(run_id, etag, missing=True)
+        hint = {
+            401: "check COSMOS_KEY, or unset it to use Entra ID",
+            403: "grant your identity the 'Cosmos DB Built-in Data Contributor' role on the "
+            "account (infra/ does), or check the firewall / public network access",
+            404: "the database or container does not exist: provision it (infra/), check "
+            "COSMOS_DATABASE and COSMOS_CONTAINER, or pass create_if_missing=True (emulators)",
+            408: "the request timed out; retry",
+            413: "the item is too large for Cosmos DB",
+            429: "the account is throttling (request rate too large): raise its throughput or "
+            "slow down, then retry",
+        }.get(status or 0, "see the status code; retry if the service is unavailable")
+        message = str(exc.message).splitlines()[0] if exc.message else "no message"
+        return StoreError(
+            f"Cosmos DB at {where} answered {status} ({message[:200]}): {hint}", status_code=status
+        )
+    if isinstance(exc, core.ClientAuthenticationError):
+        return StoreError(
+            f"no Entra ID credential for Cosmos DB at {where} ({str(exc).splitlines()[0][:200]}): "
+            "run 'az login', use a managed identity, or set COSMOS_KEY",
+            status_code=None,
+        )
+    if isinstance(exc, core.AzureError):
+        return StoreError(
+            f"cannot reach Cosmos DB at {where} ({type(exc).__name__}): check COSMOS_ENDPOINT, "
+            "the network and the account's firewall",
+            status_code=None,
+        )
+    return exc
+
+
+class CosmosStore:
+    """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/id``).
+
+    Auth is the account ``key`` when given, else ``credential``, else
+    ``azure.identity.DefaultAzureCredential()``. The database and container must
+    exist unless ``create_if_missing=True`` (emulators and tests only: data-plane
+    roles cannot create them). Extra keyword arguments go to ``CosmosClient``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        key: str | None = None,
+        credential: Any = None,
+        database: str = "durable",
+        container: str = "checkpoints",
+        verify_tls: bool = True,
+        create_if_missing: bool = False,
+        **client_options: Any,
+    ) -> None:
+        azure = _azure()
+        self.endpoint, self.database, self.container = endpoint, database, container
+        self._credential = None
+        if key is None and credential is None:
+            credential = self._credential = azure.identity.DefaultAzureCredential()
+        try:
+            self._client = azure.cosmos.CosmosClient(
+                endpoint,
+                credential=key or credential,
+                **_client_options(endpoint, verify_tls, client_options),
+            )
+            if create_if_missing:
+                db = self._client.create_database_if_not_exists(database)
+                self._container = db.create_container_if_not_exists(
+                    container, partition_key=azure.cosmos.PartitionKey(path="/id")
+                )
+            else:
+                self._container = self._client.get_database_client(database).get_container_client(
+                    container
+                )
+                self._container.read()  # fail now, clearly, if it is missing; warms the cache
+        except Exception as exc:
+            self.close()
+            raise _translate(exc, self._where) from exc
+
+    @property
+    def _where(self) -> str:
+        return f"{self.endpoint} ({self.database}/{self.container})"
+
+    def __repr__(self) -> str:
+        return f"CosmosStore({self._where!r})"
+
+    def __enter__(self) -> CosmosStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        check_run_id(run_id)
+        try:
+            item = self._container.read_item(item=run_id, partition_key=run_id)
+        except Exception as exc:
+            if _missing_item(exc):
+                return None
+            raise _translate(exc, self._where) from exc
+        return _checkpoint(item, run_id, f"{self._where} item {run_id!r}")
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        body = _body(checkpoint)
+        try:
+            if checkpoint.etag is None:
+                stored = self._container.create_item(body)
+            else:
+                stored = self._container.replace_item(
+                    checkpoint.run_id, body, etag=checkpoint.etag, match_condition=_if_match()
+                )
+        except Exception as exc:
+            raise _translate(exc, self._where, checkpoint.run_id, checkpoint.etag) from exc
+        return replace(checkpoint, etag=stored["_etag"], updated_at=body["updated_at"])
+
+    def delete(self, run_id: str) -> bool:
+        check_run_id(run_id)
+        try:
+            self._container.delete_item(run_id, partition_key=run_id)
+        except Exception as exc:
+            if _missing_item(exc):
+                return False
+            raise _translate(exc, self._where) from exc
+        return True
+
+    def list_runs(self) -> Iterator[RunInfo]:
+        try:
+            items = list(
+                self._container.query_items(_LIST_QUERY, enable_cross_partition_query=True)
+            )
+        except Exception as exc:
+            raise _translate(exc, self._where) from exc
+        for item in sorted(items, key=lambda i: str(i.get("id"))):
+            yield _info(item)
+
+    def close(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+        if self._credential is not None:
+            self._credential.close()
+
+
+def _missing_item(exc: Exception) -> bool:
+    # 404 with sub-status 1003 means the container itself is gone: that must not
+    # read as "no checkpoint", which would start the run over.
+    return getattr(exc, "status_code", None) == 404 and getattr(exc, "sub_status", 0) in (None, 0)
+
+
+def _if_match() -> Any:
+    from azure.core import MatchConditions
+
+    return MatchConditions.IfNotModified
+
+
+class AsyncCosmosStore:
+    """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
+
+    Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
+    so that the client and the credential are closed. Nothing is sent until the
+    first call, which resolves the container once.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        key: str | None = None,
+        credential: Any = None,
+        database: str = "durable",
+        container: str = "checkpoints",
+        verify_tls: bool = True,
+        create_if_missing: bool = False,
+        **client_options: Any,
+    ) -> None:
+        _azure()
+        import asyncio
+
+        from azure.cosmos.aio import CosmosClient
+        from azure.identity.aio import DefaultAzureCredential
+
+        self.endpoint, self.database, self.container = endpoint, database, container
+        self._create = create_if_missing
+        self._credential = None
+        if key is None and credential is None:
+            credential = self._credential = DefaultAzureCredential()
+        self._client = CosmosClient(
+            endpoint, credential=key or credential,
+            **_client_options(endpoint, verify_tls, client_options),
+        )
+        self._container: Any = None
+        self._opening = asyncio.Lock()
+
+    _where = CosmosStore._where
+
+    def __repr__(self) -> str:
+        return f"AsyncCosmosStore({self._where!r})"
+
+    async def __aenter__(self) -> AsyncCosmosStore:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _open(self) -> Any:
+        async with self._opening:
+            if self._container is None:
+                from azure.cosmos import PartitionKey
+
+                try:
+                    if self._create:
+                        db = await self._client.create_database_if_not_exists(self.database)
+                        container = await db.create_container_if_not_exists(
+                            self.container, partition_key=PartitionKey(path="/id")
+                        )
+                    else:
+                        db = self._client.get_database_client(self.database)
+                        container = db.get_container_client(self.container)
+                        await container.read()
+                except Exception as exc:
+                    raise _translate(exc, self._where) from exc
+                self._container = container
+        return self._container
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        check_run_id(run_id)
+        container = self._container or await self._open()
+        try:
+            item = await container.read_item(item=run_id, partition_key=run_id)
+        except Exception as exc:
+            if _missing_item(exc):
+                return None
+            raise _translate(exc, self._where) from exc
+        return _checkpoint(item, run_id, f"{self._where} item {run_id!r}")
+
+    async def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        body = _body(checkpoint)
+        container = self._container or await self._open()
+        try:
+            if checkpoint.etag is None:
+                stored = await container.create_item(body)
+            else:
+                stored = await container.replace_item(
+                    checkpoint.run_id, body, etag=checkpoint.etag, match_condition=_if_match()
+                )
+        except Exception as exc:
+            raise _translate(exc, self._where, checkpoint.run_id, checkpoint.etag) from exc
+        return replace(checkpoint, etag=stored["_etag"], updated_at=body["updated_at"])
+
+    async def delete(self, run_id: str) -> bool:
+        check_run_id(run_id)
+        container = self._container or await self._open()
+        try:
+            await container.delete_item(run_id, partition_key=run_id)
+        except Exception as exc:
+            if _missing_item(exc):
+                return False
+            raise _translate(exc, self._where) from exc
+        return True
+
+    async def list_runs(self) -> AsyncIterator[RunInfo]:
+        container = self._container or await self._open()
+        try:
+            items = [i async for i in container.query_items(_LIST_QUERY)]
+        except Exception as exc:
+            raise _translate(exc, self._where) from exc
+        for item in sorted(items, key=lambda i: str(i.get("id"))):
+            yield _info(item)
+
+    async def close(self) -> None:
+        await self._client.close()
+        if self._credential is not None:
+            await self._credential.close()
