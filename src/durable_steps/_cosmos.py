@@ -65,7 +65,7 @@ def _body(cp: Checkpoint) -> dict[str, Any]:
         raise StateTooLargeError(
             f"run {cp.run_id!r}: the checkpoint is {size:,} bytes, over Cosmos DB's "
             f"{MAX_ITEM_BYTES:,}-byte item limit; nothing was sent and the previous checkpoint "
-            "stays. Keep large data (documents, blobs) in Blob Storage and put its URL in the state",
+            "stays. Keep large data (documents, blobs) in Blob Storage; put its URL in the state",
             run_id=cp.run_id,
             size=size,
             limit=MAX_ITEM_BYTES,
@@ -88,7 +88,9 @@ def _info(item: dict[str, Any]) -> RunInfo:
     return RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, size, cp.etag)
 
 
-def _translate(exc: Exception, where: str, run_id: str | None = None, etag: Any = None) -> Exception:
+def _translate(
+    exc: Exception, where: str, run_id: str | None = None, etag: Any = None
+) -> Exception:
     """The most specific error of ours for an exception raised by the Azure SDKs."""
     from azure.core import exceptions as core
     from azure.cosmos import exceptions as cosmos
@@ -152,6 +154,7 @@ class CosmosStore:
     ) -> None:
         azure = _azure()
         self.endpoint, self.database, self.container = endpoint, database, container
+        self._where = f"{endpoint} ({database}/{container})"
         self._credential = None
         if key is None and credential is None:
             credential = self._credential = azure.identity.DefaultAzureCredential()
@@ -174,10 +177,6 @@ class CosmosStore:
         except Exception as exc:
             self.close()
             raise _translate(exc, self._where) from exc
-
-    @property
-    def _where(self) -> str:
-        return f"{self.endpoint} ({self.database}/{self.container})"
 
     def __repr__(self) -> str:
         return f"CosmosStore({self._where!r})"
@@ -278,18 +277,18 @@ class AsyncCosmosStore:
         from azure.identity.aio import DefaultAzureCredential
 
         self.endpoint, self.database, self.container = endpoint, database, container
+        self._where = f"{endpoint} ({database}/{container})"
         self._create = create_if_missing
         self._credential = None
         if key is None and credential is None:
             credential = self._credential = DefaultAzureCredential()
         self._client = CosmosClient(
-            endpoint, credential=key or credential,
+            endpoint,
+            credential=key or credential,
             **_client_options(endpoint, verify_tls, client_options),
         )
         self._container: Any = None
         self._opening = asyncio.Lock()
-
-    _where = CosmosStore._where
 
     def __repr__(self) -> str:
         return f"AsyncCosmosStore({self._where!r})"

@@ -36,8 +36,8 @@ from ._store import (
     check_run_id,
     conflict,
     corrupt_error,
+    decode,
     dumps,
-    from_document,
     to_document,
 )
 
@@ -105,7 +105,7 @@ class FileStore:
             raw = target.read_bytes()
         except FileNotFoundError:
             return None
-        return self._decode(raw, run_id, target)
+        return decode(raw, run_id, str(target))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         target = self.file_for(checkpoint.run_id)
@@ -139,7 +139,7 @@ class FileStore:
                 run_id = doc["run_id"] if isinstance(doc, dict) else None
                 if not isinstance(run_id, str) or self.file_for(run_id) != f:
                     raise corrupt_error(f.name, str(f), "it does not name its run")
-                cp = self._decode(raw, run_id, f)
+                cp = decode(raw, run_id, str(f))
             except (ValueError, KeyError, DurableError) as exc:
                 yield RunInfo(f.name, -1, None, False, f.stat().st_mtime, len(raw), None, str(exc))
                 continue
@@ -165,16 +165,6 @@ class FileStore:
         except FileNotFoundError:
             current = None
         else:
-            current = self._decode(raw, checkpoint.run_id, target).etag
+            current = decode(raw, checkpoint.run_id, str(target)).etag
         if current != checkpoint.etag:
             raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
-
-    @staticmethod
-    def _decode(raw: bytes, run_id: str, where: Path) -> Checkpoint:
-        try:
-            doc = json.loads(raw)
-        except ValueError as exc:
-            raise corrupt_error(run_id, str(where), f"not JSON ({exc})") from None
-        etag = doc.get("etag") if isinstance(doc, dict) else None
-        return from_document(doc, run_id, etag if isinstance(etag, str) else None, str(where))
-

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ._store import Checkpoint, RunInfo, check_run_id, conflict, dumps, from_document, to_document
+from ._store import Checkpoint, RunInfo, check_run_id, conflict, decode, dumps, to_document
 
 
 class MemoryStore:
@@ -25,7 +24,7 @@ class MemoryStore:
 
     def load(self, run_id: str) -> Checkpoint | None:
         raw = self._runs.get(check_run_id(run_id))
-        return None if raw is None else self._decode(run_id, raw)
+        return None if raw is None else decode(raw, run_id, "memory")
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         etag = secrets.token_hex(12)
@@ -33,7 +32,7 @@ class MemoryStore:
         data = dumps(doc)
         with self._lock:
             raw = self._runs.get(checkpoint.run_id)
-            current = None if raw is None else json.loads(raw)["etag"]
+            current = None if raw is None else decode(raw, checkpoint.run_id, "memory").etag
             if current != checkpoint.etag:
                 raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
             self._runs[checkpoint.run_id] = data
@@ -45,14 +44,9 @@ class MemoryStore:
 
     def list_runs(self) -> Iterator[RunInfo]:
         for run_id, raw in sorted(self._runs.copy().items()):
-            cp = self._decode(run_id, raw)
+            cp = decode(raw, run_id, "memory")
             last = cp.steps[-1] if cp.steps else None
             yield RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, len(raw), cp.etag)
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
-
-    @staticmethod
-    def _decode(run_id: str, raw: bytes) -> Checkpoint:
-        doc = json.loads(raw)
-        return from_document(doc, run_id, doc["etag"], "memory")

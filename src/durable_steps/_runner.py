@@ -20,7 +20,9 @@ from typing import Any
 from ._errors import StepMismatchError
 from ._store import AsyncStore, Checkpoint, Store, check_run_id
 
-StepFn = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None | Awaitable[Mapping[str, Any] | None]"]
+StepFn = Callable[
+    [Mapping[str, Any]], "Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None"
+]
 
 
 @dataclass(frozen=True)

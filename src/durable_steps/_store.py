@@ -92,6 +92,10 @@ def check_run_id(run_id: object) -> str:
         problem = f"it contains {' '.join(bad)}; none of / \\ ? # may appear"
     elif any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in run_id):
         problem = "it contains a control character"
+    elif run_id in (".", ".."):
+        # Cosmos DB addresses items by URL path, where these two are path
+        # segments (".." reaches the container): no client can read such an item.
+        problem = "'.' and '..' cannot be addressed in Cosmos DB's REST paths"
     if problem:
         shown = run_id if len(run_id) <= 60 else run_id[:57] + "..."
         raise InvalidRunIdError(
@@ -134,7 +138,9 @@ def _check_json(value: object, path: str, run_id: str) -> None:
     )
 
 
-def to_document(cp: Checkpoint, *, etag: str | None = None, now: float | None = None) -> dict[str, Any]:
+def to_document(
+    cp: Checkpoint, *, etag: str | None = None, now: float | None = None
+) -> dict[str, Any]:
     """The stored form of a checkpoint: plain JSON with a schema version."""
     check_run_id(cp.run_id)
     if not isinstance(cp.state, dict):
@@ -160,6 +166,16 @@ def to_document(cp: Checkpoint, *, etag: str | None = None, now: float | None = 
 
 def dumps(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def decode(raw: bytes, run_id: str, where: str) -> Checkpoint:
+    """A checkpoint from its stored bytes (the etag is part of the document)."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise corrupt_error(run_id, where, f"not JSON ({exc})") from None
+    etag = doc.get("etag") if isinstance(doc, dict) else None
+    return from_document(doc, run_id, etag if isinstance(etag, str) else None, where)
 
 
 def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Checkpoint:
