@@ -49,8 +49,11 @@ def _client_options(endpoint: str, verify_tls: bool, options: dict[str, Any]) ->
         # it breaks plain-HTTP and remapped-port emulators. Real accounts keep
         # discovery for multi-region failover.
         "enable_endpoint_discovery": not _is_local(endpoint),
-        # Fail in seconds, not minutes, when nothing answers.
-        "connection_timeout": 10,
+        # Fail in seconds, not minutes, when nothing answers: a refused connection
+        # fails at once, a silent endpoint within ~30 s (the SDK tries 4 times).
+        # Point reads and writes answer in milliseconds, so 5 s is generous.
+        "connection_timeout": 5,
+        "read_timeout": 5,
         "retry_connect": 1,
         "retry_read": 1,
         **options,

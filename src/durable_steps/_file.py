@@ -135,12 +135,11 @@ class FileStore:
             except FileNotFoundError:
                 continue  # deleted while we listed
             try:
-                doc = json.loads(raw)
-                run_id = doc["run_id"] if isinstance(doc, dict) else None
-                if not isinstance(run_id, str) or self.file_for(run_id) != f:
+                run_id = _run_id_in(raw)
+                if run_id is None or self.file_for(run_id) != f:
                     raise corrupt_error(f.name, str(f), "it does not name its run")
                 cp = decode(raw, run_id, str(f))
-            except (ValueError, KeyError, DurableError) as exc:
+            except DurableError as exc:
                 yield RunInfo(f.name, -1, None, False, f.stat().st_mtime, len(raw), None, str(exc))
                 continue
             last = cp.steps[-1] if cp.steps else None
@@ -168,3 +167,12 @@ class FileStore:
             current = decode(raw, checkpoint.run_id, str(target)).etag
         if current != checkpoint.etag:
             raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
+
+
+def _run_id_in(raw: bytes) -> str | None:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise corrupt_error("?", "a file in the store", f"not JSON ({exc})") from None
+    run_id = doc.get("run_id") if isinstance(doc, dict) else None
+    return run_id if isinstance(run_id, str) else None
