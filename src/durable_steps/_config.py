@@ -93,3 +93,22 @@ def async_store_from_env(
     from ._cosmos import AsyncCosmosStore
 
     return AsyncCosmosStore(**{k: v for k, v in s.items() if k != "backend"})
+
+
+def store_for(
+    spec: str, env: Mapping[str, str] | None = None
+) -> FileStore | MemoryStore | CosmosStore:
+    """A store named on a command line: ``env`` (as configured), ``file:PATH``, ``cosmos``
+    (the COSMOS_* variables, whatever DURABLE_STORE says) or ``memory``."""
+    env = dict(os.environ if env is None else env)
+    if spec == "env":
+        return store_from_env(env)
+    if spec.startswith("file:") and len(spec) > len("file:"):
+        return store_from_env({**env, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": spec[5:]})
+    if spec in ("cosmos", "memory"):
+        return store_from_env({**env, "DURABLE_STORE": spec})
+    raise ConfigurationError(
+        f"{spec!r} is not a store: use env (the configured store), file:PATH, cosmos "
+        "(configured by the COSMOS_* variables) or memory",
+        variable="STORE",
+    )

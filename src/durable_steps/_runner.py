@@ -102,7 +102,7 @@ class _Run:
         self.cp = loaded
         if self.finished:
             return None
-        return replace(loaded, attempt=loaded.attempt + 1, done=False)
+        return replace(loaded, attempt=loaded.attempt + 1, done=False, updated_at=None)
 
     @property
     def finished(self) -> bool:
@@ -142,6 +142,7 @@ class _Run:
             state={**self.cp.state, **updates},
             done=i + 1 == len(self.steps),
             attempt=1,
+            updated_at=None,
         )
 
     def saved(self, cp: Checkpoint) -> None:

@@ -31,7 +31,9 @@ class Checkpoint:
     attempt: int = 1
     """How many times the next step (index ``step + 1``) has been started."""
     updated_at: float | None = None
-    """Seconds since the epoch of the last save; set by the store."""
+    """Seconds since the epoch of the last save. A store stamps the current time when
+    this is None (the runner always passes None); a given time is kept, so that a
+    migration between stores keeps each run's age."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +140,7 @@ def _check_json(value: object, path: str, run_id: str) -> None:
     )
 
 
-def to_document(
-    cp: Checkpoint, *, etag: str | None = None, now: float | None = None
-) -> dict[str, Any]:
+def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     """The stored form of a checkpoint: plain JSON with a schema version."""
     check_run_id(cp.run_id)
     if not isinstance(cp.state, dict):
@@ -156,7 +156,7 @@ def to_document(
         "steps": list(cp.steps),
         "done": cp.done,
         "attempt": cp.attempt,
-        "updated_at": time.time() if now is None else now,
+        "updated_at": cp.updated_at or time.time(),
         "state": cp.state,
     }
     if etag is not None:
