@@ -4,6 +4,7 @@
 
 Modes:
     crash-in-b      steps a, b, c; b calls os._exit(3) when CRASH=1 (after logging itself)
+    async-crash-in-b  the same with run_async, async steps and async_store_from_env()
     long N          N small steps, each adding key sN; for SIGKILL loops
     race K          K rounds of load, then save the next step; prints wins/conflicts as JSON
     many N          N separate runs named RUN_ID-0..N-1, three steps each
@@ -12,6 +13,7 @@ Every step appends its name to $SIDE_EFFECTS (a side effect the test can count).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -44,11 +46,26 @@ def crash() -> None:
         os._exit(3)
 
 
+async def async_crash_in_b(run_id: str) -> None:
+    def later(step: ds.Step) -> ds.Step:
+        async def fn(state: Any) -> Any:
+            await asyncio.sleep(0.01)
+            return step.fn(state)
+
+        return ds.Step(step.name, fn)
+
+    async with ds.async_store_from_env() as store:
+        steps = [later(logged("a")), later(logged("b", crash)), logged("c")]
+        print(json.dumps(await ds.run_async(run_id, steps, store)))
+
+
 def main() -> None:
     mode, run_id = sys.argv[1], sys.argv[2]
     store = ds.store_from_env()
     if mode == "crash-in-b":
         print(json.dumps(ds.run(run_id, [logged("a"), logged("b", crash), logged("c")], store)))
+    elif mode == "async-crash-in-b":
+        asyncio.run(async_crash_in_b(run_id))
     elif mode == "long":
         n = int(sys.argv[3])
         steps = [

@@ -297,7 +297,11 @@ class AsyncCosmosStore:
         return f"AsyncCosmosStore({self._where!r})"
 
     async def __aenter__(self) -> AsyncCosmosStore:
-        await self._open()
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
