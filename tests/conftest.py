@@ -172,7 +172,9 @@ def _wait_ready(url: str, seconds: float) -> None:
 def cosmos_emulator() -> Iterator[Cosmos]:
     if endpoint := os.environ.get("DURABLE_TEST_EMULATOR_ENDPOINT"):
         # A running emulator, e.g. a CI service container.
-        yield Cosmos(endpoint, EMULATOR_KEY, verify_tls=endpoint.startswith("https"))
+        cosmos = Cosmos(endpoint, EMULATOR_KEY, verify_tls=not endpoint.startswith("https"))
+        _retry_5xx(lambda: cosmos.store(create_if_missing=True).close())
+        yield cosmos
         return
     image = os.environ.get("AZURE_COSMOS_EMULATOR_IMAGE", VNEXT_IMAGE)
     _docker_or_skip(image)
