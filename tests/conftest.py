@@ -346,3 +346,14 @@ def backend(
 def run_id() -> str:
     """A fresh run id per test, so shared servers need no cleanup."""
     return f"test-{uuid.uuid4()}"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each distinct skip reason once, with how many tests it skipped."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"SKIPPED {count} tests: {reason}")
