@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from ._errors import DurableError, StateTooLargeError, StoreError
 from ._store import Checkpoint, RunInfo, check_run_id, conflict, dumps, from_document, to_document
 
+PARTITION_KEY = "/id"
+"""One item per run, id = run id: every load and save is a single-partition point operation."""
 MAX_ITEM_BYTES = 2 * 1024 * 1024
 """Cosmos DB's item limit, system properties (_rid, _etag, _ts, ...) included."""
 _SYSTEM_RESERVE = 1024
@@ -170,7 +172,7 @@ class CosmosStore:
             if create_if_missing:
                 db = self._client.create_database_if_not_exists(database)
                 self._container = db.create_container_if_not_exists(
-                    container, partition_key=azure.cosmos.PartitionKey(path="/id")
+                    container, partition_key=azure.cosmos.PartitionKey(path=PARTITION_KEY)
                 )
             else:
                 self._container = self._client.get_database_client(database).get_container_client(
@@ -316,7 +318,7 @@ class AsyncCosmosStore:
                     if self._create:
                         db = await self._client.create_database_if_not_exists(self.database)
                         container = await db.create_container_if_not_exists(
-                            self.container, partition_key=PartitionKey(path="/id")
+                            self.container, partition_key=PartitionKey(path=PARTITION_KEY)
                         )
                     else:
                         db = self._client.get_database_client(self.database)
