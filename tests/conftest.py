@@ -13,10 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import shutil
 import socket
-import subprocess
 import threading
 import time
 import urllib.request
@@ -30,11 +27,8 @@ import pytest
 
 import durable_steps as ds
 
-ROOT = Path(__file__).resolve().parents[1]
-# Microsoft publishes this key for every emulator; it opens nothing real.
-EMULATOR_KEY = (
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-)
+from .servers import EMULATOR_KEY, ServerError, start_cosmosdb_server, stop
+
 VNEXT_IMAGE = "mcr.microsoft.com/cosmosdb/linux/azure-cosmos-emulator:vnext-EN20250117"
 
 
@@ -88,34 +82,16 @@ class Cosmos:
 # -- cosmos-local: the npm protocol server, a real process on loopback ----------------
 
 
-def _start_cosmosdb_server() -> tuple[subprocess.Popen[str], str]:
-    cli = ROOT / "node_modules/@vercel/cosmosdb-server/lib/cli.js"
-    if not cli.exists() or shutil.which("node") is None:
-        pytest.fail(f"{cli} or node is missing: run scripts/setup (npm ci) first", pytrace=False)
-    proc = subprocess.Popen(
-        ["node", str(cli), "-p", "0", "--host", "127.0.0.1", "--no-ssl"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "Ready to accept HTTP connections at 127.0.0.1:PORT"
-    match = re.search(r"Ready to accept HTTP connections at ([\d.]+):(\d+)", line)
-    if not match:
-        proc.kill()
-        pytest.fail(f"cosmosdb-server did not start: {line!r}", pytrace=False)
-    return proc, f"http://{match[1]}:{match[2]}/"
-
-
 @pytest.fixture(scope="session")
 def cosmos_local() -> Iterator[Cosmos]:
-    proc, endpoint = _start_cosmosdb_server()
+    try:
+        proc, endpoint = start_cosmosdb_server()
+    except ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
     cosmos = Cosmos(endpoint, EMULATOR_KEY)
     cosmos.store(create_if_missing=True).close()
     yield cosmos
-    proc.kill()
-    proc.wait()
-    proc.stdout.close()  # type: ignore[union-attr]
+    stop(proc)
 
 
 # -- cosmos-emulator: the Azure Cosmos DB emulator container through testcontainers -----

@@ -21,9 +21,23 @@ def test_checkov_passes_every_cosmos_db_check(tmp_path: Path) -> None:
     """checkov parses main.bicep and every Cosmos DB check passes (none suppressed)."""
     checkov = Path(sys.executable).with_name("checkov")
     done = subprocess.run(
-        [str(checkov), "-f", str(INFRA / "main.bicep"), "--framework", "bicep", "--compact",
-         "--skip-download", "-o", "json"],  # --skip-download: no network, no guideline fetch
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+        [
+            str(checkov),
+            "-f",
+            str(INFRA / "main.bicep"),
+            "--framework",
+            "bicep",
+            "--compact",
+            "--skip-download",
+            "-o",
+            "json",
+        ],  # --skip-download: no network, no guideline fetch
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     report = json.loads(done.stdout)
     report = report[0] if isinstance(report, list) else report
     summary, results = report["summary"], report["results"]
@@ -64,9 +78,13 @@ def test_outputs_are_the_apps_environment_variables() -> None:
 
 def test_security_settings_are_on_by_default() -> None:
     """Keys off, metadata writes off, TLS 1.2, public access off, continuous backup, TTL on."""
-    for setting in ("disableLocalAuth: true", "disableKeyBasedMetadataWriteAccess: true",
-                    "minimalTlsVersion: 'Tls12'", "type: 'Continuous'",
-                    "enableMultipleWriteLocations: false"):
+    for setting in (
+        "disableLocalAuth: true",
+        "disableKeyBasedMetadataWriteAccess: true",
+        "minimalTlsVersion: 'Tls12'",
+        "type: 'Continuous'",
+        "enableMultipleWriteLocations: false",
+    ):
         assert setting in BICEP, setting
     assert _param_default("publicNetworkAccess") == "Disabled"
     assert re.search(r"^param defaultTtlSeconds int = -1$", BICEP, re.MULTILINE)
