@@ -170,7 +170,7 @@ def cosmos_emulator() -> Iterator[Cosmos]:
             _retry_5xx(lambda: cosmos.store(create_if_missing=True).close())
             yield cosmos
     else:
-        from testcontainers.cosmosdb import CosmosDBNoSQLEndpointContainer
+        from testcontainers.community.cosmosdb import CosmosDBNoSQLEndpointContainer
 
         with CosmosDBNoSQLEndpointContainer(image=image) as legacy:
             cosmos = Cosmos(legacy.url, legacy.key, verify_tls=False)
