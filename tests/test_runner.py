@@ -118,3 +118,22 @@ def test_errors_survive_pickling_with_their_attributes() -> None:
         2,
     )
     assert isinstance(ds.InvalidRunIdError("x", run_id="x"), ValueError)
+
+
+def test_sync_and_async_apis_are_not_mixed_silently() -> None:
+    """run() refuses async stores and async steps; run_async() refuses sync stores."""
+    import asyncio
+
+    async def step(state: Any) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="async store: use run_async"):
+        ds.run("r", [Step("a", lambda s: None)], ds.AsyncMemoryStore())  # type: ignore[arg-type]
+    store = ds.MemoryStore()
+    with pytest.raises(TypeError, match="step 0 'a' is async; run it with run_async"):
+        ds.run("r", [Step("a", step)], store)
+    cp = store.load("r")
+    assert cp is not None
+    assert cp.step == -1
+    with pytest.raises(TypeError, match="sync store: use run"):
+        asyncio.run(ds.run_async("r", [Step("a", step)], ds.MemoryStore()))  # type: ignore[arg-type]

@@ -130,6 +130,11 @@ class _Run:
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:
             updates = {}
+        if inspect.isawaitable(updates):
+            getattr(updates, "close", lambda: None)()  # no "never awaited" warning
+            raise TypeError(
+                f"run {self.run_id!r}: step {i} {step.name!r} is async; run it with run_async()"
+            )
         if not isinstance(updates, Mapping):
             raise TypeError(
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
@@ -155,6 +160,8 @@ class _Run:
 def run(run_id: str, steps: Sequence[Step], store: Store) -> dict[str, Any]:
     """Run ``steps`` under ``run_id``, resuming after the last checkpointed step."""
     r = _Run(run_id, steps)
+    if inspect.iscoroutinefunction(store.load):
+        raise TypeError(f"{store!r} is an async store: use run_async() with it")
     if restart := r.resume(store.load(r.run_id)):
         r.saved(store.save(restart))
     for i, step in r.pending():
@@ -167,6 +174,11 @@ def run(run_id: str, steps: Sequence[Step], store: Store) -> dict[str, Any]:
 async def run_async(run_id: str, steps: Sequence[Step], store: AsyncStore) -> dict[str, Any]:
     """``run`` for asyncio: steps may be ``async def`` or plain functions."""
     r = _Run(run_id, steps)
+    if not inspect.iscoroutinefunction(store.load):
+        raise TypeError(
+            f"{store!r} is a sync store: use run() with it, or its async twin "
+            "(AsyncFileStore, AsyncCosmosStore, async_store_from_env())"
+        )
     if restart := r.resume(await store.load(r.run_id)):
         r.saved(await store.save(restart))
     for i, step in r.pending():
