@@ -137,3 +137,21 @@ def test_sync_and_async_apis_are_not_mixed_silently() -> None:
     assert cp.step == -1
     with pytest.raises(TypeError, match="sync store: use run"):
         asyncio.run(ds.run_async("r", [Step("a", step)], ds.MemoryStore()))  # type: ignore[arg-type]
+
+
+def test_bad_step_lists_are_rejected_before_anything_runs() -> None:
+    """Non-Step items and empty or non-str names raise TypeError; nothing is saved."""
+    store = SpyStore()
+    for bad in ([lambda s: None], [Step("", lambda s: None)], [Step(3, lambda s: None)]):  # type: ignore[arg-type, list-item]
+        with pytest.raises(TypeError, match="Step\\(name, fn\\)"):
+            ds.run("r", bad, store)
+    assert store.calls == []
+
+
+def test_an_empty_step_list_completes_at_once() -> None:
+    """Zero steps: the run is created completed and returns an empty state."""
+    store = ds.MemoryStore()
+    assert ds.run("r", [], store) == {}
+    cp = store.load("r")
+    assert cp is not None
+    assert (cp.step, cp.done) == (-1, True)

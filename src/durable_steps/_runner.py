@@ -73,10 +73,10 @@ class _Run:
     def __init__(self, run_id: str, steps: Sequence[Step]) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
-        names = [s.name for s in self.steps]
         for s in self.steps:
-            if not isinstance(s, Step):
-                raise TypeError(f"steps must be Step objects, got {type(s).__name__}")
+            if not isinstance(s, Step) or not isinstance(s.name, str) or not s.name:
+                raise TypeError(f"steps must be Step(name, fn) with a non-empty str name: {s!r}")
+        names = [s.name for s in self.steps]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"run {run_id!r}: duplicate step names {dupes}; names must be unique")
@@ -90,7 +90,7 @@ class _Run:
         stays right across crashes. It costs one save per call, not per step.
         """
         if loaded is None:
-            return self.cp  # a fresh start: create the run with no step completed
+            return replace(self.cp, done=not self.steps)  # a fresh start: claim the run
         given = tuple(s.name for s in self.steps[: len(loaded.steps)])
         if given != loaded.steps:
             raise StepMismatchError(
@@ -119,9 +119,10 @@ class _Run:
         try:
             yield MappingProxyType(_copy(self.cp.state))
         except BaseException as exc:
+            kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
             exc.add_note(
                 f"durable-steps: run {self.run_id!r} failed in step {i} {step.name!r}; "
-                f"steps 0..{i - 1} stay checkpointed, running it again resumes at this step"
+                f"{kept}; running it again resumes at this step"
             )
             raise
         finally:
