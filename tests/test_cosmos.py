@@ -172,3 +172,15 @@ def test_store_from_env_builds_a_working_cosmos_store(cosmos: Cosmos, run_id: st
         assert ds.run(run_id, [ds.Step("a", lambda s: {"ok": True})], store) == {"ok": True}
     finally:
         store.close()
+
+
+def test_finished_runs_carry_the_ttl_unfinished_ones_do_not(cosmos: Cosmos, run_id: str) -> None:
+    """With finished_ttl, the item of a completed run gets Cosmos DB's ttl; a running one not."""
+    container = cosmos.raw_container()
+    with cosmos.store(finished_ttl=86400) as store:
+
+        def look(state: object) -> None:
+            assert "ttl" not in container.read_item(run_id, partition_key=run_id)
+
+        ds.run(run_id, [ds.Step("a", lambda s: None), ds.Step("b", look)], store)
+    assert container.read_item(run_id, partition_key=run_id)["ttl"] == 86400

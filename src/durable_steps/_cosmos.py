@@ -62,9 +62,11 @@ def _client_options(endpoint: str, verify_tls: bool, options: dict[str, Any]) ->
     }
 
 
-def _body(cp: Checkpoint) -> dict[str, Any]:
+def _body(cp: Checkpoint, finished_ttl: int | None) -> dict[str, Any]:
     doc = to_document(cp)
     doc["id"] = cp.run_id
+    if finished_ttl is not None and cp.done:
+        doc["ttl"] = finished_ttl  # Cosmos DB deletes the item this long after its last write
     size = len(dumps(doc)) + _SYSTEM_RESERVE
     if size > MAX_ITEM_BYTES:
         raise StateTooLargeError(
@@ -142,7 +144,9 @@ class CosmosStore:
     Auth is the account ``key`` when given, else ``credential``, else
     ``azure.identity.DefaultAzureCredential()``. The database and container must
     exist unless ``create_if_missing=True`` (emulators and tests only: data-plane
-    roles cannot create them). Extra keyword arguments go to ``CosmosClient``.
+    roles cannot create them). ``finished_ttl`` (seconds) lets Cosmos DB expire a
+    run that long after it completed; it needs TTL on in the container (infra/
+    does that). Extra keyword arguments go to ``CosmosClient``.
     """
 
     def __init__(
@@ -155,10 +159,12 @@ class CosmosStore:
         container: str = "checkpoints",
         verify_tls: bool = True,
         create_if_missing: bool = False,
+        finished_ttl: int | None = None,
         **client_options: Any,
     ) -> None:
         azure = _azure()
         self.endpoint, self.database, self.container = endpoint, database, container
+        self.finished_ttl = finished_ttl
         self._where = f"{endpoint} ({database}/{container})"
         self._credential = None
         if key is None and credential is None:
@@ -203,7 +209,7 @@ class CosmosStore:
         return _checkpoint(item, run_id, f"{self._where} item {run_id!r}")
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        body = _body(checkpoint)
+        body = _body(checkpoint, self.finished_ttl)
         try:
             if checkpoint.etag is None:
                 stored = self._container.create_item(body)
@@ -273,6 +279,7 @@ class AsyncCosmosStore:
         container: str = "checkpoints",
         verify_tls: bool = True,
         create_if_missing: bool = False,
+        finished_ttl: int | None = None,
         **client_options: Any,
     ) -> None:
         _azure()
@@ -282,6 +289,7 @@ class AsyncCosmosStore:
         from azure.identity.aio import DefaultAzureCredential
 
         self.endpoint, self.database, self.container = endpoint, database, container
+        self.finished_ttl = finished_ttl
         self._where = f"{endpoint} ({database}/{container})"
         self._create = create_if_missing
         self._credential = None
@@ -341,7 +349,7 @@ class AsyncCosmosStore:
         return _checkpoint(item, run_id, f"{self._where} item {run_id!r}")
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        body = _body(checkpoint)
+        body = _body(checkpoint, self.finished_ttl)
         container = self._container or await self._open()
         try:
             if checkpoint.etag is None:
