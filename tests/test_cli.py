@@ -244,3 +244,14 @@ def test_demo_reads_well_for_a_newcomer(tmp_path: Path) -> None:
     ):
         assert text in done.stdout, text
     assert Cli({})("demo", "--crash-at", "nope").returncode == 2
+
+
+def test_a_corrupt_run_can_be_deleted_to_start_over(tmp_path: Path) -> None:
+    """The way out that CorruptCheckpointError names works: runs delete removes it."""
+    cli = Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path)})
+    store = ds.FileStore(tmp_path)
+    store.file_for("broken").write_bytes(b'{"trunc')
+    assert "unreadable" in cli("runs", "show", "broken").stderr
+    done = cli("runs", "delete", "broken", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert store.load("broken") is None

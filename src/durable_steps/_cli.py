@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import _demo
 from ._config import describe, store_for, store_from_env
-from ._errors import ConflictError, DurableError
+from ._errors import ConflictError, CorruptCheckpointError, DurableError
 from ._store import Checkpoint, RunInfo, check_run_id
 
 out = Console(highlight=False)
@@ -312,13 +312,12 @@ def runs_delete(run_id: str, yes: bool) -> None:
     """Delete one run's checkpoint (the run then starts over if run again)."""
     store = _store()
     try:
-        cp = _load(store, run_id)
+        try:
+            what = f"{len(_load(store, run_id).steps)} completed steps"
+        except CorruptCheckpointError:
+            what = "its checkpoint is unreadable"  # deleting it is how to start over
         if not yes:
-            click.confirm(
-                f"delete run {run_id!r} ({len(cp.steps)} completed steps) from {store!r}?",
-                abort=True,
-                err=True,
-            )
+            click.confirm(f"delete run {run_id!r} ({what}) from {store!r}?", abort=True, err=True)
         store.delete(run_id)
     finally:
         store.close()
