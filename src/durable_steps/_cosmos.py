@@ -10,6 +10,7 @@ are translated where they enter, in ``_translate``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -19,24 +20,26 @@ from urllib.parse import urlsplit
 from ._errors import DurableError, StateTooLargeError, StoreError
 from ._store import Checkpoint, RunInfo, check_run_id, conflict, dumps, from_document, to_document
 
+_INSTALL = "pip install 'durable-steps[cosmos]'"
+try:
+    from azure.core import MatchConditions
+    from azure.core.exceptions import AzureError, ClientAuthenticationError
+    from azure.cosmos import CosmosClient, PartitionKey
+    from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+    from azure.identity import DefaultAzureCredential
+    from azure.identity.aio import DefaultAzureCredential as AsyncDefaultAzureCredential
+except ImportError as exc:
+    raise DurableError(
+        f"the Cosmos DB backend needs azure-cosmos and azure-identity: {_INSTALL}"
+    ) from exc
+
 PARTITION_KEY = "/id"
 """One item per run, id = run id: every load and save is a single-partition point operation."""
 MAX_ITEM_BYTES = 2 * 1024 * 1024
 """Cosmos DB's item limit, system properties (_rid, _etag, _ts, ...) included."""
 _SYSTEM_RESERVE = 1024
-_INSTALL = "pip install 'durable-steps[cosmos]'"
 _LIST_QUERY = "SELECT * FROM c"
-
-
-def _azure() -> Any:
-    try:
-        import azure.cosmos
-        import azure.identity
-    except ImportError as exc:
-        raise DurableError(
-            f"the Cosmos DB backend needs azure-cosmos and azure-identity: {_INSTALL}"
-        ) from exc
-    return azure
 
 
 def _is_local(endpoint: str) -> bool:
@@ -96,13 +99,10 @@ def _info(item: dict[str, Any]) -> RunInfo:
 
 
 def _translate(
-    exc: Exception, where: str, run_id: str | None = None, etag: Any = None
-) -> Exception:
+    exc: AzureError, where: str, run_id: str | None = None, etag: str | None = None
+) -> DurableError:
     """The most specific error of ours for an exception raised by the Azure SDKs."""
-    from azure.core import exceptions as core
-    from azure.cosmos import exceptions as cosmos
-
-    if isinstance(exc, cosmos.CosmosHttpResponseError):
+    if isinstance(exc, CosmosHttpResponseError):
         status = exc.status_code
         if run_id is not None and status in (409, 412):
             return conflict(run_id, etag, missing=False)
@@ -123,19 +123,17 @@ def _translate(
         return StoreError(
             f"Cosmos DB at {where} answered {status} ({message[:200]}): {hint}", status_code=status
         )
-    if isinstance(exc, core.ClientAuthenticationError):
+    if isinstance(exc, ClientAuthenticationError):
         return StoreError(
             f"no Entra ID credential for Cosmos DB at {where} ({str(exc).splitlines()[0][:200]}): "
             "run 'az login', use a managed identity, or set COSMOS_KEY",
             status_code=None,
         )
-    if isinstance(exc, core.AzureError):
-        return StoreError(
-            f"cannot reach Cosmos DB at {where} ({type(exc).__name__}): check COSMOS_ENDPOINT, "
-            "the network and the account's firewall",
-            status_code=None,
-        )
-    return exc
+    return StoreError(
+        f"cannot reach Cosmos DB at {where} ({type(exc).__name__}): check COSMOS_ENDPOINT, "
+        "the network and the account's firewall",
+        status_code=None,
+    )
 
 
 class CosmosStore:
@@ -162,15 +160,14 @@ class CosmosStore:
         finished_ttl: int | None = None,
         **client_options: Any,
     ) -> None:
-        azure = _azure()
         self.endpoint, self.database, self.container = endpoint, database, container
         self.finished_ttl = finished_ttl
         self._where = f"{endpoint} ({database}/{container})"
         self._credential = None
         if key is None and credential is None:
-            credential = self._credential = azure.identity.DefaultAzureCredential()
+            credential = self._credential = DefaultAzureCredential()
         try:
-            self._client = azure.cosmos.CosmosClient(
+            self._client = CosmosClient(
                 endpoint,
                 credential=key or credential,
                 **_client_options(endpoint, verify_tls, client_options),
@@ -178,14 +175,14 @@ class CosmosStore:
             if create_if_missing:
                 db = self._client.create_database_if_not_exists(database)
                 self._container = db.create_container_if_not_exists(
-                    container, partition_key=azure.cosmos.PartitionKey(path=PARTITION_KEY)
+                    container, partition_key=PartitionKey(path=PARTITION_KEY)
                 )
             else:
                 self._container = self._client.get_database_client(database).get_container_client(
                     container
                 )
                 self._container.read()  # fail now, clearly, if it is missing; warms the cache
-        except Exception as exc:
+        except AzureError as exc:
             self.close()
             raise _translate(exc, self._where) from exc
 
@@ -202,7 +199,7 @@ class CosmosStore:
         check_run_id(run_id)
         try:
             item = self._container.read_item(item=run_id, partition_key=run_id)
-        except Exception as exc:
+        except AzureError as exc:
             if _missing_item(exc):
                 return None
             raise _translate(exc, self._where) from exc
@@ -215,9 +212,12 @@ class CosmosStore:
                 stored = self._container.create_item(body)
             else:
                 stored = self._container.replace_item(
-                    checkpoint.run_id, body, etag=checkpoint.etag, match_condition=_if_match()
+                    checkpoint.run_id,
+                    body,
+                    etag=checkpoint.etag,
+                    match_condition=MatchConditions.IfNotModified,
                 )
-        except Exception as exc:
+        except AzureError as exc:
             raise _translate(exc, self._where, checkpoint.run_id, checkpoint.etag) from exc
         return replace(checkpoint, etag=stored["_etag"], updated_at=body["updated_at"])
 
@@ -225,7 +225,7 @@ class CosmosStore:
         check_run_id(run_id)
         try:
             self._container.delete_item(run_id, partition_key=run_id)
-        except Exception as exc:
+        except AzureError as exc:
             if _missing_item(exc):
                 return False
             raise _translate(exc, self._where) from exc
@@ -236,7 +236,7 @@ class CosmosStore:
             items = list(
                 self._container.query_items(_LIST_QUERY, enable_cross_partition_query=True)
             )
-        except Exception as exc:
+        except AzureError as exc:
             raise _translate(exc, self._where) from exc
         for item in sorted(items, key=lambda i: str(i.get("id"))):
             yield _info(item)
@@ -249,16 +249,10 @@ class CosmosStore:
             self._credential.close()
 
 
-def _missing_item(exc: Exception) -> bool:
+def _missing_item(exc: AzureError) -> bool:
     # 404 with sub-status 1003 means the container itself is gone: that must not
     # read as "no checkpoint", which would start the run over.
     return getattr(exc, "status_code", None) == 404 and getattr(exc, "sub_status", 0) in (None, 0)
-
-
-def _if_match() -> Any:
-    from azure.core import MatchConditions
-
-    return MatchConditions.IfNotModified
 
 
 class AsyncCosmosStore:
@@ -282,20 +276,14 @@ class AsyncCosmosStore:
         finished_ttl: int | None = None,
         **client_options: Any,
     ) -> None:
-        _azure()
-        import asyncio
-
-        from azure.cosmos.aio import CosmosClient
-        from azure.identity.aio import DefaultAzureCredential
-
         self.endpoint, self.database, self.container = endpoint, database, container
         self.finished_ttl = finished_ttl
         self._where = f"{endpoint} ({database}/{container})"
         self._create = create_if_missing
         self._credential = None
         if key is None and credential is None:
-            credential = self._credential = DefaultAzureCredential()
-        self._client = CosmosClient(
+            credential = self._credential = AsyncDefaultAzureCredential()
+        self._client = AsyncCosmosClient(
             endpoint,
             credential=key or credential,
             **_client_options(endpoint, verify_tls, client_options),
@@ -320,8 +308,6 @@ class AsyncCosmosStore:
     async def _open(self) -> Any:
         async with self._opening:
             if self._container is None:
-                from azure.cosmos import PartitionKey
-
                 try:
                     if self._create:
                         db = await self._client.create_database_if_not_exists(self.database)
@@ -332,7 +318,7 @@ class AsyncCosmosStore:
                         db = self._client.get_database_client(self.database)
                         container = db.get_container_client(self.container)
                         await container.read()
-                except Exception as exc:
+                except AzureError as exc:
                     raise _translate(exc, self._where) from exc
                 self._container = container
         return self._container
@@ -342,7 +328,7 @@ class AsyncCosmosStore:
         container = self._container or await self._open()
         try:
             item = await container.read_item(item=run_id, partition_key=run_id)
-        except Exception as exc:
+        except AzureError as exc:
             if _missing_item(exc):
                 return None
             raise _translate(exc, self._where) from exc
@@ -356,9 +342,12 @@ class AsyncCosmosStore:
                 stored = await container.create_item(body)
             else:
                 stored = await container.replace_item(
-                    checkpoint.run_id, body, etag=checkpoint.etag, match_condition=_if_match()
+                    checkpoint.run_id,
+                    body,
+                    etag=checkpoint.etag,
+                    match_condition=MatchConditions.IfNotModified,
                 )
-        except Exception as exc:
+        except AzureError as exc:
             raise _translate(exc, self._where, checkpoint.run_id, checkpoint.etag) from exc
         return replace(checkpoint, etag=stored["_etag"], updated_at=body["updated_at"])
 
@@ -367,7 +356,7 @@ class AsyncCosmosStore:
         container = self._container or await self._open()
         try:
             await container.delete_item(run_id, partition_key=run_id)
-        except Exception as exc:
+        except AzureError as exc:
             if _missing_item(exc):
                 return False
             raise _translate(exc, self._where) from exc
@@ -377,7 +366,7 @@ class AsyncCosmosStore:
         container = self._container or await self._open()
         try:
             items = [i async for i in container.query_items(_LIST_QUERY)]
-        except Exception as exc:
+        except AzureError as exc:
             raise _translate(exc, self._where) from exc
         for item in sorted(items, key=lambda i: str(i.get("id"))):
             yield _info(item)
