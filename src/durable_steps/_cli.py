@@ -456,7 +456,10 @@ def migrate(target: str, source: str, as_json: bool) -> None:
 
     A run that already exists in the target is left alone and reported; nothing
     is overwritten. Example, laptop files to Cosmos DB:
-    COSMOS_ENDPOINT=... durable-steps migrate --from file:.durable --to cosmos
+
+    \b
+      COSMOS_ENDPOINT=https://ACCOUNT.documents.azure.com:443/ \\
+        durable-steps migrate --from file:.durable --to cosmos
     """
     src, dst = _store(source), None
     result: dict[str, list[str]] = {
