@@ -110,3 +110,20 @@ def test_store_directory_is_created_with_parents(tmp_path: Path) -> None:
     store.save(ds.Checkpoint("r", -1, {}))
     assert (tmp_path / "a" / "b" / "runs").is_dir()
     assert os.listdir(tmp_path / "a" / "b" / "locks")
+
+
+def test_files_lead_with_their_etag(store: ds.FileStore) -> None:
+    """A checkpoint file starts with its etag, so a save compares versions from the first
+    bytes instead of parsing the whole previous state."""
+    saved = store.save(ds.Checkpoint("r", 0, {"blob": "x" * 100_000}, steps=("a",)))
+    head = store.file_for("r").read_bytes()[:40]
+    assert head.startswith(b'{"etag":"' + (saved.etag or "").encode() + b'"')
+
+
+def test_a_foreign_file_is_still_checked_in_full(store: ds.FileStore) -> None:
+    """A file not in the store's layout (no leading etag) is decoded in full on save:
+    garbage is reported as corrupt, never silently overwritten."""
+    store.file_for("r").write_bytes(b"garbage, not a checkpoint")
+    with pytest.raises(ds.CorruptCheckpointError):
+        store.save(ds.Checkpoint("r", -1, {}))
+    assert store.file_for("r").read_bytes() == b"garbage, not a checkpoint"

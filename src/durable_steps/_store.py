@@ -149,7 +149,9 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
             run_id=cp.run_id,
         )
     _check_json(cp.state, "", cp.run_id)
-    doc: dict[str, Any] = {
+    # The etag leads, so a store can read a file's version from its first bytes.
+    doc: dict[str, Any] = {} if etag is None else {"etag": etag}
+    doc |= {
         "schema": SCHEMA,
         "run_id": cp.run_id,
         "step": cp.step,
@@ -159,8 +161,6 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "updated_at": cp.updated_at or time.time(),
         "state": cp.state,
     }
-    if etag is not None:
-        doc["etag"] = etag
     return doc
 
 
