@@ -30,10 +30,6 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def _store(spec: str = "env") -> Any:
-    return store_for(spec)
-
-
 def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
@@ -248,7 +244,7 @@ def _info_dict(info: RunInfo) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
 def runs_list(as_json: bool) -> None:
     """List runs: last completed step, status, size, last update."""
-    store = _store()
+    store = store_for("env")
     try:
         infos = list(store.list_runs())
     finally:
@@ -285,7 +281,7 @@ def _load(store: Any, run_id: str) -> Checkpoint:
 @click.option("--json", "as_json", is_flag=True, help="The raw checkpoint as JSON.")
 def runs_show(run_id: str, as_json: bool) -> None:
     """Show one run's checkpoint: completed steps, state, etag."""
-    store = _store()
+    store = store_for("env")
     try:
         cp = _load(store, run_id)
     finally:
@@ -310,7 +306,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 def runs_delete(run_id: str, yes: bool) -> None:
     """Delete one run's checkpoint (the run then starts over if run again)."""
-    store = _store()
+    store = store_for("env")
     try:
         try:
             what = f"{len(_load(store, run_id).steps)} completed steps"
@@ -344,7 +340,7 @@ def runs_delete(run_id: str, yes: bool) -> None:
 def runs_prune(age: str, include_unfinished: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Retention: delete runs whose checkpoint is older than an age."""
     cutoff = time.time() - _age(age)
-    store = _store()
+    store = store_for("env")
     try:
         old = [
             i
@@ -401,7 +397,7 @@ def doctor() -> None:
         return value if value is not None else True
 
     config = check("configuration", lambda: ", ".join(f"{k}={v}" for k, v in describe().items()))
-    store = check("open the store", _store) if config else None
+    store = check("open the store", lambda: store_for("env")) if config else None
     if store is not None:
         probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
         saved = check(
@@ -461,7 +457,7 @@ def migrate(target: str, source: str, as_json: bool) -> None:
       COSMOS_ENDPOINT=https://ACCOUNT.documents.azure.com:443/ \\
         durable-steps migrate --from file:.durable --to cosmos
     """
-    src, dst = _store(source), None
+    src, dst = store_for(source), None
     result: dict[str, list[str]] = {
         "copied": [],
         "identical": [],
@@ -469,7 +465,7 @@ def migrate(target: str, source: str, as_json: bool) -> None:
         "unreadable": [],
     }
     try:
-        dst = _store(target)
+        dst = store_for(target)
         infos = list(src.list_runs())
         for info in _progress(infos, "copying"):
             if info.error:
