@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from dataclasses import replace
 from typing import Any
@@ -312,23 +314,36 @@ def test_appended_steps_run_after_a_completed_run(backend: Backend, run_id: str)
 
 
 def test_steps_cannot_corrupt_state_through_what_they_get(backend: Backend, run_id: str) -> None:
-    """A step gets a read-only mapping; mutating nested values it was given changes nothing."""
+    """A step gets a read-only state: mutating it at any depth raises TypeError and
+    changes nothing; copies of it (copy.deepcopy, list(...)) are plain and mutable."""
 
     def vandal(state: Any) -> None:
-        with pytest.raises(TypeError):
-            state["docs"] = []
-        state["docs"].append("EVIL")
+        for mutate in (
+            lambda: state.__setitem__("docs", []),
+            lambda: state["docs"].append("EVIL"),
+            lambda: state["docs"].__setitem__(0, "EVIL"),
+            lambda: state["meta"].update(k=2),
+            lambda: state["meta"]["deep"].append(1),
+        ):
+            with pytest.raises(TypeError, match="read-only"):
+                mutate()
+        mine = copy.deepcopy(state)
+        mine["docs"].append("mine")
+        mine["meta"]["deep"].append(1)
+        assert json.loads(json.dumps(state)) == {"docs": ["x"], "meta": {"deep": []}}
 
     final = ds.run(
         run_id,
         [
-            Step("a", lambda s: {"docs": ["x"]}),
+            Step("a", lambda s: {"docs": ["x"], "meta": {"deep": []}}),
             Step("b", vandal),
             Step("c", lambda s: {"seen": list(s["docs"])}),
         ],
         backend.store,
     )
-    assert final == {"docs": ["x"], "seen": ["x"]}
+    assert final == {"docs": ["x"], "meta": {"deep": []}, "seen": ["x"]}
+    final["docs"].append("caller's own copy")  # the returned state is plain and mutable
+    assert backend.store.load(run_id).state["docs"] == ["x"]
 
 
 def test_attempt_counts_restarts_and_key_is_stable(backend: Backend, run_id: str) -> None:

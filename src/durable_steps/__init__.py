@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._aio import AsyncFileStore, AsyncMemoryStore
 from ._config import async_store_from_env, store_from_env
+from ._drive import run, run_async
 from ._errors import (
     ConfigurationError,
     ConflictError,
@@ -14,13 +15,21 @@ from ._errors import (
     DurableError,
     InvalidRunIdError,
     InvalidStateError,
+    LeaseLostError,
+    MissingExtraError,
+    RunLeasedError,
+    RunNotFoundError,
+    RunWaiting,
     StateTooLargeError,
     StepMismatchError,
     StoreError,
 )
 from ._file import FileStore
 from ._memory import MemoryStore
-from ._runner import Step, StepContext, current_step, run, run_async
+from ._recovery import Recovered, Workflow, recover, recover_async
+from ._retry import Retry
+from ._runner import Step, StepContext, current_step
+from ._signals import send_signal, send_signal_async, wait_for_signal
 from ._store import AsyncStore, Checkpoint, RunInfo, Store
 
 if TYPE_CHECKING:
@@ -45,20 +54,33 @@ __all__ = [
     "FileStore",
     "InvalidRunIdError",
     "InvalidStateError",
+    "LeaseLostError",
     "MemoryStore",
+    "MissingExtraError",
+    "Recovered",
+    "Retry",
     "RunInfo",
+    "RunLeasedError",
+    "RunNotFoundError",
+    "RunWaiting",
     "StateTooLargeError",
     "Step",
     "StepContext",
     "StepMismatchError",
     "Store",
     "StoreError",
+    "Workflow",
     "__version__",
     "async_store_from_env",
     "current_step",
+    "recover",
+    "recover_async",
     "run",
     "run_async",
+    "send_signal",
+    "send_signal_async",
     "store_from_env",
+    "wait_for_signal",
 ]
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._config import store_from_env
-from ._runner import Step, current_step, run
+from ._drive import run
+from ._runner import Step, current_step
 
 STEPS = ("retrieve", "call_tool", "summarise", "write")
 WHAT = {

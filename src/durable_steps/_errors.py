@@ -2,12 +2,17 @@
 
     DurableError
     ├── ConflictError           another writer saved the run first (stale etag)
+    │   ├── RunLeasedError      another live worker holds the run's lease
+    │   └── LeaseLostError      this worker's lease was taken over while it worked
+    ├── RunWaiting              the run waits for a signal (not a failure)
+    ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepMismatchError       the completed part of the step list changed
     ├── CorruptCheckpointError  a stored checkpoint exists but cannot be read
     ├── InvalidRunIdError       (also a ValueError) breaks the run-id rules
     ├── InvalidStateError       (also a TypeError) state is not plain JSON
     ├── StateTooLargeError      the checkpoint is over the backend's item limit
     ├── ConfigurationError      the environment does not describe a usable store
+    │   └── MissingExtraError   (also an ImportError) an optional extra is not installed
     └── StoreError              the backend failed (unreachable, auth, throttled)
 
 Every message says what happened and what to do next. Errors keep their
@@ -38,6 +43,34 @@ def _rebuild(cls: type[DurableError], message: str, attrs: dict[str, Any]) -> Du
 
 class ConflictError(DurableError):
     """A conditional save lost: the stored checkpoint is not the one the caller read."""
+
+    run_id: str
+
+
+class RunLeasedError(ConflictError):
+    """Another worker holds a live lease on the run; nothing ran and nothing was written."""
+
+    run_id: str
+    owner: str
+    expires_at: float
+
+
+class LeaseLostError(ConflictError):
+    """This worker's lease was taken by another while it worked; its step was not saved."""
+
+    run_id: str
+
+
+class RunWaiting(DurableError):
+    """The run is suspended until ``signal`` is delivered (``send_signal``); its lease
+    is released and its completed steps are kept."""
+
+    run_id: str
+    signal: str
+
+
+class RunNotFoundError(DurableError, LookupError):
+    """The run has no checkpoint in the store."""
 
     run_id: str
 
@@ -76,6 +109,12 @@ class StateTooLargeError(DurableError):
 
 class ConfigurationError(DurableError):
     """The environment (or mapping) given to store_from_env() is not usable."""
+
+    variable: str
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """An optional dependency is not installed; the message has the pip command."""
 
     variable: str
 

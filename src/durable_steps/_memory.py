@@ -6,8 +6,21 @@ import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import islice
 
-from ._store import Checkpoint, RunInfo, check_run_id, conflict, decode, dumps, to_document
+from ._store import (
+    Checkpoint,
+    RunInfo,
+    check_filters,
+    check_run_id,
+    conflict,
+    decode,
+    delete_conflict,
+    dumps,
+    info_of,
+    matches,
+    to_document,
+)
 
 
 class MemoryStore:
@@ -22,6 +35,12 @@ class MemoryStore:
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._runs)} runs>)"
 
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def load(self, run_id: str) -> Checkpoint | None:
         raw = self._runs.get(check_run_id(run_id))
         return None if raw is None else decode(raw, run_id, "memory")
@@ -31,22 +50,38 @@ class MemoryStore:
         doc = to_document(checkpoint, etag=etag)
         data = dumps(doc)
         with self._lock:
-            raw = self._runs.get(checkpoint.run_id)
-            current = None if raw is None else decode(raw, checkpoint.run_id, "memory").etag
+            current = self._etag(checkpoint.run_id)
             if current != checkpoint.etag:
                 raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
             self._runs[checkpoint.run_id] = data
         return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
-    def delete(self, run_id: str) -> bool:
+    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        """Remove the run; False if it had none. With ``etag``, only if unchanged."""
+        check_run_id(run_id)
         with self._lock:
-            return self._runs.pop(check_run_id(run_id), None) is not None
+            if etag is not None and self._etag(run_id) not in (None, etag):
+                raise delete_conflict(run_id)
+            return self._runs.pop(run_id, None) is not None
 
-    def list_runs(self) -> Iterator[RunInfo]:
-        for run_id, raw in sorted(self._runs.copy().items()):
-            cp = decode(raw, run_id, "memory")
-            last = cp.steps[-1] if cp.steps else None
-            yield RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, len(raw), cp.etag)
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        updated_before: float | None = None,
+        limit: int | None = None,
+    ) -> Iterator[RunInfo]:
+        check_filters(status, limit)
+        infos = (
+            info_of(decode(raw, run_id, "memory"), len(raw))
+            for run_id, raw in sorted(self._runs.copy().items())
+        )
+        return islice((i for i in infos if matches(i, status, workflow, updated_before)), limit)
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
+
+    def _etag(self, run_id: str) -> str | None:
+        raw = self._runs.get(run_id)
+        return None if raw is None else decode(raw, run_id, "memory").etag

@@ -1,28 +1,51 @@
-"""The runner: load the checkpoint, skip what is done, run the rest, save after each step.
+"""The runner: load the checkpoint, claim the run, run the remaining steps, save after each.
 
-``run`` and ``run_async`` are the same loop written twice in six lines each; every
-rule of the semantics (validation, resume, mismatch, attempts, annotations, what a
-checkpoint holds) lives once, in ``_Run``.
+``run(run_id, steps, store)`` loads the run's checkpoint. A live lease of another
+worker raises ``RunLeasedError``; a run waiting for a signal that has not come
+raises ``RunWaiting``; a completed run returns its state. Otherwise the run is
+claimed -- one conditional save records this worker as owner until now +
+``lease`` -- and each remaining step runs on the state so far (read-only) and
+returns its updates, which are merged and saved with the lease renewed. A step
+that raises is retried as its ``Retry`` says, then the run is saved as
+``failed``; a step that waits for a signal saves the run as ``waiting``; either
+way, and on cancellation, the lease is released and the exception propagates.
+A save that finds another writer means the lease was lost: ``LeaseLostError``,
+and that step's result is not saved.
+
+All of that lives once, in ``_Run.program``: a generator that yields what it
+needs done -- load, save, call a step, sleep -- and is resumed with the result.
+``run`` and ``run_async`` (in ``_drive``) carry those requests out, the one with
+blocking calls and a heartbeat thread, the other with awaits and a heartbeat task,
+so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import inspect
-import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
-from types import MappingProxyType
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._errors import StepMismatchError
-from ._store import AsyncStore, Checkpoint, Store, check_run_id
+from ._errors import (
+    ConflictError,
+    DurableError,
+    LeaseLostError,
+    RunLeasedError,
+    RunWaiting,
+    StepMismatchError,
+)
+from ._lease import default_owner, lease_holder
+from ._retry import NEVER_RETRIED, ONCE, Retry
+from ._state import FrozenState, freeze, frozen_state, thaw
+from ._store import Checkpoint, check_name, check_run_id
 
 StepFn = Callable[
     [Mapping[str, Any]], "Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None"
 ]
+_CLAIMS = 3
+"""Claims tried before a ConflictError stands (each after a fresh load)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +54,8 @@ class Step:
 
     name: str
     fn: StepFn
+    retry: Retry | None = field(default=None, kw_only=True)
+    """Retry this step in place when it raises (see ``Retry``); None: fail at once."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +66,8 @@ class StepContext:
     index: int
     name: str
     attempt: int
-    """1 on the first start of this step, 2 after one crash or failure, ..."""
+    """1 on the first start of this step, 2 after one crash, failure or retry, ..."""
+    signals: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -61,16 +87,56 @@ def current_step() -> StepContext:
     return ctx
 
 
-def _copy(state: dict[str, Any]) -> dict[str, Any]:
-    # State is plain JSON (the store checked it), so a JSON round trip is a
-    # complete and fast deep copy: nothing a step holds aliases our state.
-    return json.loads(json.dumps(state))  # type: ignore[no-any-return]
+class Suspend(BaseException):
+    """Raised by wait_for_signal() to suspend the run; a BaseException so that a
+    step's ``except Exception`` does not swallow it."""
+
+    def __init__(self, signal: str) -> None:
+        super().__init__(signal)
+        self.signal = signal
+
+
+# What the program asks its driver to do.
+@dataclass(frozen=True)
+class Load:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Save:
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class Call:
+    step: Step
+    context: StepContext
+    state: FrozenState
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Op = Load | Save | Call | Sleep
+Program = Generator[Op, Any, dict[str, Any]]
 
 
 class _Run:
     """The semantics of one call to run()/run_async(), free of any I/O."""
 
-    def __init__(self, run_id: str, steps: Sequence[Step]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        steps: Sequence[Step],
+        *,
+        lease: float = 60.0,
+        owner: str | None = None,
+        workflow: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
         for s in self.steps:
@@ -80,17 +146,115 @@ class _Run:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"run {run_id!r}: duplicate step names {dupes}; names must be unique")
-        self.cp = Checkpoint(run_id=self.run_id, step=-1, state={})
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+        self.lease = float(lease)
+        self.owner = default_owner() if owner is None else check_name(owner, "owner")
+        self.workflow = workflow
+        self.input = frozen_state(input or {}, self.run_id)
+        self.stop = stop or (lambda: False)
+        self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input)
+
+    # -- the program ---------------------------------------------------------------------
+
+    def program(self) -> Program:
+        for claims_left in reversed(range(_CLAIMS)):
+            claim = self.resume((yield Load(self.run_id)))
+            if claim is None:
+                return self.result()
+            try:
+                self.cp = yield Save(claim)
+                break
+            except RunLeasedError:
+                raise
+            except ConflictError:
+                # Another worker claimed between our load and our save, or the store
+                # answered from a replica that had not seen the latest write yet: look again.
+                if not claims_left:
+                    raise
+        try:
+            for i, step in self.pending():
+                if self.stop():
+                    self.cp = yield Save(self.released())
+                    raise StopRequested(
+                        f"run {self.run_id!r} released before step {i}: the worker is stopping",
+                        run_id=self.run_id,
+                    )
+                self.cp = yield from self.attempts(i, step)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            # Whatever went wrong (a store error, an interrupt during a save), give the
+            # lease back so that the next run need not wait for it to expire.
+            if self.holding and not isinstance(exc, LeaseLostError):
+                try:
+                    self.cp = yield Save(self.released())
+                except Exception as release_failed:
+                    exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
+            raise
+        return self.result()
+
+    def attempts(self, i: int, step: Step) -> Generator[Op, Any, Checkpoint]:
+        """Run step i until it returns (retrying as its Retry says) and save its result."""
+        while True:
+            ctx = StepContext(self.run_id, i, step.name, self.cp.attempt, self.cp.signals)
+            try:
+                done = self.completed(i, step, (yield Call(step, ctx, self.state)))
+            except (LeaseLostError, GeneratorExit):
+                raise
+            except Suspend as wait:
+                self.cp = yield from self.save(self.waiting(wait.signal))
+                raise RunWaiting(
+                    f"run {self.run_id!r} is waiting for signal {wait.signal!r} in step {i} "
+                    f"{step.name!r}; its lease is released. Deliver it with send_signal() or "
+                    f"'durable-steps runs signal {self.run_id} {wait.signal}', then run it again "
+                    "(or let recover() do it)",
+                    run_id=self.run_id,
+                    signal=wait.signal,
+                ) from None
+            except BaseException as exc:
+                retry = step.retry or ONCE
+                used = self.cp.attempt - self.cp.first_attempt + 1
+                if retry.retries(exc, used):
+                    self.cp = yield from self.save(self.retrying(i, exc))
+                    yield Sleep(retry.delay(used))
+                    continue
+                self.annotate(exc, i, step)
+                outcome = self.failed(i, exc) if not isinstance(exc, NEVER_RETRIED) else None
+                try:
+                    self.cp = yield from self.save(outcome or self.released())
+                except LeaseLostError as lost:
+                    raise lost from exc
+                except Exception as save_failed:
+                    exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
+                raise
+            saved: Checkpoint = yield from self.save(done)
+            return saved
+
+    def save(self, cp: Checkpoint) -> Generator[Op, Any, Checkpoint]:
+        """Save a checkpoint of a claimed run: a conflict now means the lease was lost."""
+        try:
+            saved: Checkpoint = yield Save(cp)
+        except LeaseLostError:
+            raise
+        except ConflictError as exc:
+            raise self.lost() from exc
+        return saved
+
+    # -- what each checkpoint holds ------------------------------------------------------
 
     def resume(self, loaded: Checkpoint | None) -> Checkpoint | None:
-        """Adopt the loaded checkpoint; returns the one to save before any step runs.
-
-        That first save claims the run (a second worker gets ConflictError before
-        repeating a side effect) and counts the attempt, so current_step().attempt
-        stays right across crashes. It costs one save per call, not per step.
-        """
+        """Adopt the loaded checkpoint; returns the claim to save, or None when the run
+        has nothing left to run. Raises before anything runs when the run is not ours."""
+        now = time.time()
         if loaded is None:
-            return replace(self.cp, done=not self.steps)  # a fresh start: claim the run
+            done = not self.steps
+            return replace(
+                self.cp,
+                status="completed" if done else "running",
+                workflow=self.workflow,
+                **({} if done else self.lease_until(now)),
+            )
         given = tuple(s.name for s in self.steps[: len(loaded.steps)])
         if given != loaded.steps:
             raise StepMismatchError(
@@ -99,93 +263,165 @@ class _Run:
                 "(append new ones only), or use a new run id",
                 run_id=self.run_id,
             )
-        self.cp = loaded
+        if self.workflow and loaded.workflow not in (None, self.workflow):
+            raise StepMismatchError(
+                f"run {self.run_id!r} belongs to workflow {loaded.workflow!r}, not "
+                f"{self.workflow!r}; nothing was run. Use that workflow, or a new run id",
+                run_id=self.run_id,
+            )
+        if holder := lease_holder(loaded, self.owner, now):
+            raise RunLeasedError(
+                f"run {self.run_id!r} is leased by {holder} until "
+                f"{time.strftime('%H:%M:%S', time.localtime(loaded.lease_expires))} "
+                f"({(loaded.lease_expires or now) - now:.0f}s from now); nothing ran and nothing "
+                "was written. Another worker is running it: leave it, or run it again after "
+                "the lease expires (a crashed worker's lease expires by itself)",
+                run_id=self.run_id,
+                owner=holder,
+                expires_at=loaded.lease_expires,
+            )
+        self.cp = replace(
+            loaded,
+            state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
+            signals=freeze(dict(loaded.signals), "", self.run_id, 0, "signal payload"),
+        )
+        if self.cp.status == "waiting" and self.cp.waiting_for not in self.cp.signals:
+            raise RunWaiting(
+                f"run {self.run_id!r} is still waiting for signal {self.cp.waiting_for!r}; "
+                "nothing ran. Deliver it with send_signal() or 'durable-steps runs signal', "
+                "then run it again",
+                run_id=self.run_id,
+                signal=self.cp.waiting_for,
+            )
         if self.finished:
             return None
-        return replace(loaded, attempt=loaded.attempt + 1, done=False, updated_at=None)
+        started = self.cp.status != "completed"  # a completed run's next step is a new one
+        attempt = self.cp.attempt + 1 if started else 1
+        # After a failure or a wait, a new round of retries; after a crash, the same one.
+        new_round = not started or self.cp.status in ("failed", "waiting")
+        new_round = new_round or self.cp.waiting_for is not None
+        return replace(
+            self.cp,
+            status="running",
+            workflow=self.workflow or self.cp.workflow,
+            attempt=attempt,
+            first_attempt=attempt if new_round else self.cp.first_attempt,
+            waiting_for=None,
+            updated_at=None,
+            **self.lease_until(now),
+        )
+
+    def result(self) -> dict[str, Any]:
+        """The final state for the caller: the one copy a run makes of its whole state."""
+        return thaw(self.cp.state)  # type: ignore[no-any-return]
+
+    @property
+    def holding(self) -> bool:
+        return self.cp.owner == self.owner and self.cp.lease_expires is not None
 
     @property
     def finished(self) -> bool:
         return self.cp.step + 1 >= len(self.steps)
 
-    def pending(self) -> Iterator[tuple[int, Step]]:
+    @property
+    def state(self) -> FrozenState:
+        return self.cp.state  # type: ignore[return-value] # frozen by resume()/completed()
+
+    def pending(self) -> Generator[tuple[int, Step], None, None]:
         while not self.finished:
             i = self.cp.step + 1
             yield i, self.steps[i]
 
-    @contextlib.contextmanager
-    def running(self, i: int, step: Step) -> Iterator[Mapping[str, Any]]:
-        token = _current.set(StepContext(self.run_id, i, step.name, self.cp.attempt))
-        try:
-            yield MappingProxyType(_copy(self.cp.state))
-        except BaseException as exc:
-            kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
-            exc.add_note(
-                f"durable-steps: run {self.run_id!r} failed in step {i} {step.name!r}; "
-                f"{kept}; running it again resumes at this step"
-            )
-            raise
-        finally:
-            _current.reset(token)
+    def lease_until(self, now: float) -> dict[str, Any]:
+        return {"owner": self.owner, "lease_expires": now + self.lease}
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:
             updates = {}
-        if inspect.isawaitable(updates):
-            getattr(updates, "close", lambda: None)()  # no "never awaited" warning
-            raise TypeError(
-                f"run {self.run_id!r}: step {i} {step.name!r} is async; run it with run_async()"
-            )
         if not isinstance(updates, Mapping):
             raise TypeError(
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
                 f"{type(updates).__name__}; return a mapping of updates or None"
             )
+        last = i + 1 == len(self.steps)
         return replace(
             self.cp,
             step=i,
             steps=(*self.cp.steps, step.name),
-            state={**self.cp.state, **updates},
-            done=i + 1 == len(self.steps),
+            state=self.state.updated(updates, self.run_id),
+            status="completed" if last else "running",
             attempt=1,
+            first_attempt=1,
+            error=None,
+            updated_at=None,
+            **({"owner": None, "lease_expires": None} if last else self.lease_until(time.time())),
+        )
+
+    def retrying(self, i: int, exc: BaseException) -> Checkpoint:
+        return replace(
+            self.cp,
+            attempt=self.cp.attempt + 1,
+            error=_error(i, self.cp.attempt, exc),
+            updated_at=None,
+            **self.lease_until(time.time()),
+        )
+
+    def failed(self, i: int, exc: BaseException) -> Checkpoint:
+        return replace(
+            self.cp,
+            status="failed",
+            error=_error(i, self.cp.attempt, exc),
+            owner=None,
+            lease_expires=None,
             updated_at=None,
         )
 
-    def saved(self, cp: Checkpoint) -> None:
-        self.cp = cp
-
-    def result(self) -> dict[str, Any]:
-        return _copy(self.cp.state)
-
-
-def run(run_id: str, steps: Sequence[Step], store: Store) -> dict[str, Any]:
-    """Run ``steps`` under ``run_id``, resuming after the last checkpointed step."""
-    r = _Run(run_id, steps)
-    if inspect.iscoroutinefunction(store.load):
-        raise TypeError(f"{store!r} is an async store: use run_async() with it")
-    if restart := r.resume(store.load(r.run_id)):
-        r.saved(store.save(restart))
-    for i, step in r.pending():
-        with r.running(i, step) as state:
-            updates = step.fn(state)
-        r.saved(store.save(r.completed(i, step, updates)))
-    return r.result()
-
-
-async def run_async(run_id: str, steps: Sequence[Step], store: AsyncStore) -> dict[str, Any]:
-    """``run`` for asyncio: steps may be ``async def`` or plain functions."""
-    r = _Run(run_id, steps)
-    if not inspect.iscoroutinefunction(store.load):
-        raise TypeError(
-            f"{store!r} is a sync store: use run() with it, or its async twin "
-            "(AsyncFileStore, AsyncCosmosStore, async_store_from_env())"
+    def waiting(self, signal: str) -> Checkpoint:
+        return replace(
+            self.cp,
+            status="waiting",
+            waiting_for=signal,
+            owner=None,
+            lease_expires=None,
+            updated_at=None,
         )
-    if restart := r.resume(await store.load(r.run_id)):
-        r.saved(await store.save(restart))
-    for i, step in r.pending():
-        with r.running(i, step) as state:
-            updates = step.fn(state)
-            if inspect.isawaitable(updates):
-                updates = await updates
-        r.saved(await store.save(r.completed(i, step, updates)))
-    return r.result()
+
+    def released(self) -> Checkpoint:
+        """The lease given back (cancelled, interrupted, stopping): the run stays as it is."""
+        return replace(self.cp, owner=None, lease_expires=None, updated_at=None)
+
+    def lost(self) -> LeaseLostError:
+        return LeaseLostError(
+            f"run {self.run_id!r}: another worker took over this run's lease while step "
+            f"{self.cp.step + 1} ran (it expired: a step or a pause outlived the lease "
+            "without a heartbeat, or the store was unreachable); this step's result was "
+            "not saved. Raise lease=, or keep steps async under run_async",
+            run_id=self.run_id,
+        )
+
+    def annotate(self, exc: BaseException, i: int, step: Step) -> None:
+        kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
+        exc.add_note(
+            f"durable-steps: run {self.run_id!r} failed in step {i} {step.name!r} (attempt "
+            f"{self.cp.attempt}); {kept}; running it again resumes at this step"
+        )
+
+
+def _error(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
+    kind = type(exc)
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        name = f"{kind.__module__}.{name}"
+    return {
+        "type": name,
+        "message": str(exc)[:2000],
+        "step": i,
+        "attempt": attempt,
+        "at": time.time(),
+    }
+
+
+class StopRequested(DurableError):
+    """A worker asked to stop: the run released its lease between two steps."""
+
+    run_id: str

@@ -4,16 +4,20 @@ the one document format every backend writes."""
 from __future__ import annotations
 
 import json
-import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ._errors import ConflictError, CorruptCheckpointError, InvalidRunIdError, InvalidStateError
+from ._state import check_json, is_checked
 
-SCHEMA = 1
+SCHEMA = 2
+"""Schema 2 added the lease, workflow, status, signal, retry and trace fields;
+schema 1 documents still load (no lease, no workflow) and are rewritten as 2."""
 MAX_RUN_ID = 255
 _FORBIDDEN = frozenset("/\\?#")
+STATUSES = ("running", "waiting", "failed", "completed")
 
 
 @dataclass(frozen=True)
@@ -27,18 +31,44 @@ class Checkpoint:
     steps: tuple[str, ...] = ()
     """Names of the completed steps, in order; a resume checks them against its step list."""
     done: bool = False
-    """True once the step list the runner was given has completed."""
+    """True once the run completed: the same as ``status == "completed"``."""
     attempt: int = 1
     """How many times the next step (index ``step + 1``) has been started."""
     updated_at: float | None = None
     """Seconds since the epoch of the last save. A store stamps the current time when
     this is None (the runner always passes None); a given time is kept, so that a
     migration between stores keeps each run's age."""
+    status: str | None = None
+    """``running``, ``waiting`` (for ``waiting_for``), ``failed`` or ``completed``.
+    None: derived from ``done``. When given, it wins and ``done`` follows it."""
+    workflow: str | None = None
+    """The name of the ``Workflow`` that started the run (None: a plain ``run``)."""
+    owner: str | None = None
+    """Who holds the run's lease until ``lease_expires`` (None: nobody)."""
+    lease_expires: float | None = None
+    signals: Mapping[str, Any] = field(default_factory=dict)
+    """Signals delivered to the run: name -> payload. Kept for the run's life."""
+    waiting_for: str | None = None
+    """The signal a ``waiting`` run waits for."""
+    error: Mapping[str, Any] | None = None
+    """The last failure of the next step: {"type", "message", "step", "attempt", "at"}."""
+    first_attempt: int = 1
+    """The attempt at which the next step's current round of retries began; a
+    ``Retry(attempts=n)`` is used up when ``attempt - first_attempt + 1 == n``."""
+    trace: str | None = None
+    """The W3C traceparent of the run's first attempt, so later attempts link to it."""
+
+    def __post_init__(self) -> None:
+        status = self.status or ("completed" if self.done else "running")
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "done", status == "completed")
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """A run as a store lists it (for operators; the runner never needs it)."""
+    """A run as a store lists it (for operators and recovery): never its state."""
 
     run_id: str
     step: int
@@ -49,6 +79,37 @@ class RunInfo:
     etag: str | None
     error: str | None = field(default=None)
     """Set when the stored checkpoint cannot be read; the other fields are then best effort."""
+    status: str | None = None
+    """As in Checkpoint; None for an unreadable checkpoint."""
+    workflow: str | None = None
+    lease_expires: float | None = None
+    owner: str | None = None
+    waiting_for: str | None = None
+    attempt: int = 1
+
+
+def matches(
+    info: RunInfo,
+    status: str | None,
+    workflow: str | None,
+    updated_before: float | None,
+) -> bool:
+    """The filters of ``list_runs``, for stores that apply them while reading. An
+    unreadable run matches only a listing without status and workflow filters."""
+    if info.error is not None:
+        return status is None and workflow is None and updated_before is None
+    return (
+        (status is None or info.status == status)
+        and (workflow is None or info.workflow == workflow)
+        and (updated_before is None or (info.updated_at or 0) < updated_before)
+    )
+
+
+def check_filters(status: str | None, limit: int | None) -> None:
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int, not {limit!r}")
 
 
 @runtime_checkable
@@ -63,7 +124,14 @@ class Store(Protocol):
     the run has no checkpoint; otherwise only if the stored etag still equals
     ``checkpoint.etag``. A mismatch raises ``ConflictError`` and writes nothing.
     Once ``save`` returns, the checkpoint is durable (as the backend defines it)
-    and is returned with its new etag; a reader never sees it half-written.
+    and is returned with its new etag; a reader never sees it half-written. A
+    save whose outcome the store could not see is settled by reading back: it
+    never reports "nothing was written" about a write that landed.
+
+    The stores of this package also offer ``delete(run_id, *, etag=None)``,
+    ``list_runs(*, status=None, workflow=None, updated_before=None, limit=None)``
+    (filters applied by the backend, results streamed, no state read) and
+    ``close()``, and are context managers.
     """
 
     def load(self, run_id: str) -> Checkpoint | None: ...
@@ -98,67 +166,69 @@ def check_run_id(run_id: object) -> str:
         # Cosmos DB addresses items by URL path, where these two are path
         # segments (".." reaches the container): no client can read such an item.
         problem = "'.' and '..' cannot be addressed in Cosmos DB's REST paths"
+    elif run_id != run_id.strip():
+        # The Cosmos SDK refuses ids that end in whitespace; a leading one is as
+        # invisible in every listing. Refused everywhere, so no id works only locally.
+        problem = "it starts or ends with whitespace; strip it"
+    elif any(0xD800 <= ord(c) <= 0xDFFF for c in run_id):
+        problem = "it contains a lone surrogate (not valid unicode text)"
     if problem:
         shown = run_id if len(run_id) <= 60 else run_id[:57] + "..."
+        quoted = ascii(shown) if "surrogate" in problem else repr(shown)
         raise InvalidRunIdError(
-            f"invalid run id {shown!r}: {problem} (the same rules hold in every store)",
+            f"invalid run id {quoted}: {problem} (the same rules hold in every store)",
             run_id=run_id,
         )
     return run_id
 
 
-def _check_json(value: object, path: str, run_id: str) -> None:
-    """Walk the state once so an error names the offending key, not just a type."""
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidStateError(
-                f"run {run_id!r}: state{path} is {value}, which JSON cannot hold; "
-                "store it as a string or None",
-                run_id=run_id,
-            )
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidStateError(
-                    f"run {run_id!r}: state{path} has a {type(key).__name__} key {key!r}; "
-                    "JSON object keys must be str",
-                    run_id=run_id,
-                )
-            _check_json(item, f"{path}[{key!r}]", run_id)
-        return
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]", run_id)
-        return
-    raise InvalidStateError(
-        f"run {run_id!r}: state{path} is a {type(value).__name__}, which is not JSON; "
-        "return plain dict/list/str/int/float/bool/None from steps (convert it first)",
-        run_id=run_id,
-    )
+def check_name(name: object, what: str) -> str:
+    """Step, workflow and signal names: non-empty text without control characters."""
+    if (
+        not isinstance(name, str)
+        or not 1 <= len(name) <= MAX_RUN_ID
+        or any(ord(c) < 0x20 or 0xD800 <= ord(c) <= 0xDFFF for c in name)
+    ):
+        raise ValueError(
+            f"{what} must be a str of 1 to {MAX_RUN_ID} printable characters, not {name!r}"
+        )
+    return name
 
 
 def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
-    """The stored form of a checkpoint: plain JSON with a schema version."""
+    """The stored form of a checkpoint: plain JSON with a schema version.
+
+    The state is checked against the JSON rules (``_state``) unless the runner
+    already froze it, which checked it once, value by value, as steps returned it.
+    """
     check_run_id(cp.run_id)
-    if not isinstance(cp.state, dict):
-        raise InvalidStateError(
-            f"run {cp.run_id!r}: state must be a dict, not {type(cp.state).__name__}",
-            run_id=cp.run_id,
-        )
-    _check_json(cp.state, "", cp.run_id)
+    if not is_checked(cp.state):
+        if not isinstance(cp.state, dict):
+            raise InvalidStateError(
+                f"run {cp.run_id!r}: state must be a dict, not {type(cp.state).__name__}",
+                run_id=cp.run_id,
+            )
+        check_json(cp.state, cp.run_id)
+    if not is_checked(cp.signals):
+        check_json(dict(cp.signals), cp.run_id, "signal payload")
     # The etag leads, so a store can read a file's version from its first bytes.
     doc: dict[str, Any] = {} if etag is None else {"etag": etag}
     doc |= {
         "schema": SCHEMA,
         "run_id": cp.run_id,
+        "workflow": cp.workflow,
+        "status": cp.status,
         "step": cp.step,
         "steps": list(cp.steps),
-        "done": cp.done,
         "attempt": cp.attempt,
+        "first_attempt": cp.first_attempt,
+        "owner": cp.owner,
+        "lease_expires": cp.lease_expires,
+        "waiting_for": cp.waiting_for,
+        "error": None if cp.error is None else dict(cp.error),
+        "trace": cp.trace,
         "updated_at": cp.updated_at or time.time(),
+        "signals": cp.signals,
         "state": cp.state,
     }
     return doc
@@ -168,14 +238,27 @@ def dumps(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+def loads(raw: bytes | str, run_id: str, where: str) -> Any:
+    """JSON from stored bytes; anything unreadable (nested absurdly deep included) is corrupt."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deep to read" if isinstance(exc, RecursionError) else f"not JSON ({exc})"
+        raise corrupt_error(run_id, where, why) from None
+
+
 def decode(raw: bytes, run_id: str, where: str) -> Checkpoint:
     """A checkpoint from its stored bytes (the etag is part of the document)."""
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise corrupt_error(run_id, where, f"not JSON ({exc})") from None
+    doc = loads(raw, run_id, where)
     etag = doc.get("etag") if isinstance(doc, dict) else None
     return from_document(doc, run_id, etag if isinstance(etag, str) else None, where)
+
+
+def _opt(doc: dict[str, Any], key: str, kinds: Any) -> Any:
+    value = doc.get(key)
+    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+        raise ValueError(f"{key} is {value!r}")
+    return value
 
 
 def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Checkpoint:
@@ -193,10 +276,10 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
             f"newer than this durable-steps reads ({SCHEMA}): upgrade durable-steps",
             run_id=run_id,
         )
-    if schema != SCHEMA:
-        raise corrupt(f"schema is {schema!r}, expected {SCHEMA}")
+    if schema not in (1, SCHEMA) or isinstance(schema, bool):
+        raise corrupt(f"schema is {schema!r}, expected 1 or {SCHEMA}")
     step, steps, state = doc.get("step"), doc.get("steps"), doc.get("state")
-    attempt, done, updated = doc.get("attempt", 1), doc.get("done", False), doc.get("updated_at")
+    attempt, updated = doc.get("attempt", 1), doc.get("updated_at")
     if doc.get("run_id") != run_id:
         raise corrupt(f"it belongs to run {doc.get('run_id')!r}")
     if not isinstance(step, int) or isinstance(step, bool) or step < -1:
@@ -209,19 +292,67 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
         raise corrupt("state is not a JSON object")
     if not etag:
         raise corrupt("it has no etag")
-    if not isinstance(attempt, int) or not isinstance(done, bool):
-        raise corrupt("attempt or done has the wrong type")
-    if updated is not None and not isinstance(updated, int | float):
+    if not isinstance(attempt, int) or isinstance(attempt, bool):
+        raise corrupt("attempt has the wrong type")
+    if updated is not None and (not isinstance(updated, int | float) or isinstance(updated, bool)):
         raise corrupt("updated_at is not a number")
+    try:
+        extra = _fields_of_schema(schema, doc)
+    except ValueError as exc:
+        raise corrupt(str(exc)) from None
     return Checkpoint(
         run_id=run_id,
         step=step,
         state=state,
         etag=etag,
         steps=tuple(steps),
-        done=done,
         attempt=attempt,
         updated_at=updated,
+        **extra,
+    )
+
+
+def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
+    """The fields beyond schema 1's: absent (no lease, no workflow) in schema 1 documents."""
+    if schema == 1:
+        done = doc.get("done", False)
+        if not isinstance(done, bool):
+            raise ValueError("done has the wrong type")
+        return {"status": "completed" if done else "running"}
+    status, signals, error = doc.get("status"), doc.get("signals") or {}, doc.get("error")
+    if status not in STATUSES:
+        raise ValueError(f"status is {status!r}")
+    if not isinstance(signals, dict) or (error is not None and not isinstance(error, dict)):
+        raise ValueError("signals or error is not a JSON object")
+    return {
+        "status": status,
+        "workflow": _opt(doc, "workflow", str),
+        "owner": _opt(doc, "owner", str),
+        "lease_expires": _opt(doc, "lease_expires", int | float),
+        "waiting_for": _opt(doc, "waiting_for", str),
+        "trace": _opt(doc, "trace", str),
+        "first_attempt": _opt(doc, "first_attempt", int) or 1,
+        "signals": signals,
+        "error": error,
+    }
+
+
+def info_of(cp: Checkpoint, size: int) -> RunInfo:
+    """The listing entry of a checkpoint."""
+    return RunInfo(
+        run_id=cp.run_id,
+        step=cp.step,
+        step_name=cp.steps[-1] if cp.steps else None,
+        done=cp.done,
+        updated_at=cp.updated_at,
+        size=size,
+        etag=cp.etag,
+        status=cp.status,
+        workflow=cp.workflow,
+        lease_expires=cp.lease_expires,
+        owner=cp.owner,
+        waiting_for=cp.waiting_for,
+        attempt=cp.attempt,
     )
 
 
@@ -245,5 +376,14 @@ def conflict(run_id: str, expected: str | None, missing: bool) -> ConflictError:
     return ConflictError(
         f"run {run_id!r} was not saved: {what}. Nothing was written; reload it and "
         "retry, or run one worker per run id",
+        run_id=run_id,
+    )
+
+
+def delete_conflict(run_id: str) -> ConflictError:
+    """The ConflictError of a conditional delete whose run changed since it was listed."""
+    return ConflictError(
+        f"run {run_id!r} was not deleted: it changed since you read it (resumed or "
+        "saved by a worker). Nothing was deleted; list it again to decide",
         run_id=run_id,
     )

@@ -1,0 +1,209 @@
+"""Workflows and recovery: named step lists, and resuming the runs whose worker died.
+
+``Workflow(name, steps)`` is a step list with a name; ``workflow.run(run_id,
+store, input=...)`` is ``run`` that also records the name in the checkpoint, so
+that a run can be resumed by anyone who knows the workflow, not only by the
+code that started it.
+
+``recover(store, workflows)`` lists the store's ``running`` runs of each known
+workflow (a filter the backend applies: no state is read), keeps those whose
+lease is absent, expired or visibly ownerless, and runs each under its own lease
+(``Workflow.run``), one after another, returning one ``Recovered`` per run it
+tried. Waiting and failed runs are not ``running``, so they are left alone (a
+delivered signal makes a waiting run ``running`` again); so are runs of unknown
+workflows and runs started by a plain ``run``. Two workers recovering at once do
+not collide: the second to claim a run gets ``RunLeasedError``, reported as
+outcome ``"leased"``. ``durable-steps worker`` (``_worker``) does this in a loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._drive import _async_only, _sync_only, drive, drive_async
+from ._errors import ConflictError, RunWaiting
+from ._lease import lease_holder
+from ._runner import Step, StopRequested, _Run
+from ._store import AsyncStore, RunInfo, Store, check_name
+
+Outcome = Literal["completed", "failed", "waiting", "leased"]
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A named list of steps; runs started through it can be recovered by name."""
+
+    name: str
+    steps: Sequence[Step]
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "workflow name")
+        object.__setattr__(self, "steps", tuple(self.steps))
+        _Run("check", self.steps)  # bad step lists fail here, not at the first run
+
+    def run(
+        self,
+        run_id: str,
+        store: Store,
+        *,
+        input: Mapping[str, Any] | None = None,
+        lease: float = 60.0,
+        owner: str | None = None,
+    ) -> dict[str, Any]:
+        """``run`` of this workflow; ``input`` is the initial state of a fresh run."""
+        _sync_only(store)
+        return drive(self._run(run_id, input, lease, owner, None), store)
+
+    async def run_async(
+        self,
+        run_id: str,
+        store: AsyncStore,
+        *,
+        input: Mapping[str, Any] | None = None,
+        lease: float = 60.0,
+        owner: str | None = None,
+    ) -> dict[str, Any]:
+        """``run_async`` of this workflow."""
+        _async_only(store)
+        return await drive_async(self._run(run_id, input, lease, owner, None), store)
+
+    def _run(
+        self,
+        run_id: str,
+        input: Mapping[str, Any] | None,
+        lease: float,
+        owner: str | None,
+        stop: Callable[[], bool] | None,
+    ) -> _Run:
+        return _Run(
+            run_id, self.steps, lease=lease, owner=owner, workflow=self.name, input=input, stop=stop
+        )
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What ``recover`` did with one run."""
+
+    run_id: str
+    workflow: str
+    outcome: Outcome
+    """``completed``; ``failed`` (``error`` says why); ``waiting`` for a signal;
+    ``leased``: another worker took it first."""
+    error: BaseException | None = None
+
+
+def recover(
+    store: Store,
+    workflows: Iterable[Workflow],
+    *,
+    limit: int | None = None,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> list[Recovered]:
+    """Resume every unfinished run of a known workflow whose lease is free."""
+    _sync_only(store)
+    known = known_workflows(workflows)
+    return [
+        recover_one(store, known[name], run_id, lease=lease, owner=owner)
+        for run_id, name in candidates(store.list_runs, known, owner, limit)  # type: ignore[attr-defined]
+    ]
+
+
+async def recover_async(
+    store: AsyncStore,
+    workflows: Iterable[Workflow],
+    *,
+    limit: int | None = None,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> list[Recovered]:
+    """``recover`` for async stores (runs resumed one after another)."""
+    _async_only(store)
+    known = known_workflows(workflows)
+    done = []
+    async for run_id, name in candidates_async(store, known, owner, limit):
+        w = known[name]
+        try:
+            await w.run_async(run_id, store, lease=lease, owner=owner)
+            done.append(Recovered(run_id, name, "completed"))
+        except BaseException as exc:
+            done.append(outcome_of(run_id, name, exc))
+    return done
+
+
+def known_workflows(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
+    if isinstance(workflows, Workflow):
+        workflows = [workflows]
+    known: dict[str, Workflow] = {}
+    for w in workflows:
+        if not isinstance(w, Workflow):
+            raise TypeError(f"recover() needs Workflow objects, not {w!r}")
+        if known.setdefault(w.name, w) is not w:
+            raise ValueError(f"two workflows are named {w.name!r}; names must be unique")
+    return known
+
+
+def recover_one(
+    store: Store,
+    w: Workflow,
+    run_id: str,
+    *,
+    lease: float,
+    owner: str | None,
+    stop: Callable[[], bool] | None = None,
+) -> Recovered:
+    """Resume one run of ``w``; what happened, as a ``Recovered``."""
+    try:
+        drive(w._run(run_id, None, lease, owner, stop), store)
+    except BaseException as exc:
+        return outcome_of(run_id, w.name, exc)
+    return Recovered(run_id, w.name, "completed")
+
+
+def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
+    if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
+        raise exc  # interrupts and a stopping worker end the pass
+    if isinstance(exc, RunWaiting):
+        return Recovered(run_id, workflow, "waiting")
+    if isinstance(exc, ConflictError):
+        return Recovered(run_id, workflow, "leased", exc)
+    return Recovered(run_id, workflow, "failed", exc)
+
+
+def _free(info: RunInfo, owner: str | None, now: float) -> bool:
+    return info.error is None and lease_holder(info, owner or "", now) is None
+
+
+def candidates(
+    list_runs: Callable[..., Iterator[RunInfo]],
+    known: Mapping[str, Workflow],
+    owner: str | None,
+    limit: int | None,
+    skip: Callable[[str], bool] = lambda run_id: False,
+) -> Iterator[tuple[str, str]]:
+    """(run id, workflow) of the running runs of known workflows with a free lease."""
+    count = 0
+    for name in known:
+        for info in list_runs(status="running", workflow=name):
+            if limit is not None and count >= limit:
+                return
+            if _free(info, owner, time.time()) and not skip(info.run_id):
+                count += 1
+                yield info.run_id, name
+
+
+async def candidates_async(
+    store: AsyncStore, known: Mapping[str, Workflow], owner: str | None, limit: int | None
+) -> AsyncIterator[tuple[str, str]]:
+    count = 0
+    for name in known:
+        listing: AsyncIterator[RunInfo] = store.list_runs(status="running", workflow=name)  # type: ignore[attr-defined]
+        async for info in listing:
+            if limit is not None and count >= limit:
+                return
+            if _free(info, owner, time.time()):
+                count += 1
+                yield info.run_id, name

@@ -1,0 +1,66 @@
+"""Retries: a step that raises is run again in place, after a growing pause.
+
+``Step(name, fn, retry=Retry(attempts=3, backoff=1.0, max_backoff=60.0))``: when
+``fn`` raises one of ``on``, the runner saves the next attempt number (so a
+crash between attempts counts too), waits ``delay(n)`` while its heartbeat keeps
+the lease, and calls ``fn`` again. When the attempts are used up -- or the
+exception is not in ``on`` -- the run is saved as ``failed`` with the error's
+type and message, and the exception propagates; ``recover`` leaves failed runs
+alone, and an explicit ``run`` starts a new round of attempts.
+``KeyboardInterrupt``, ``SystemExit`` and ``asyncio.CancelledError`` are never
+retried, whatever ``on`` says.
+
+The pause before attempt n + 1 is ``backoff * 2**(n - 1)``, capped at
+``max_backoff``, times a random factor in [0.5, 1] ("equal jitter"), so that
+workers failing together do not retry together. No library is used for this:
+the loop itself must be durable (attempts live in the checkpoint, the lease is
+renewed while waiting), which is not what tenacity or stamina model, and the
+arithmetic is the one line below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+NEVER_RETRIED = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often and how patiently a step is retried (``attempts`` counts the first)."""
+
+    attempts: int = 3
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+    on: tuple[type[BaseException], ...] = (Exception,)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(f"Retry(attempts=...) must be an int >= 1, not {self.attempts!r}")
+        if not 0 <= self.backoff <= self.max_backoff:
+            raise ValueError(
+                f"Retry needs 0 <= backoff <= max_backoff, not {self.backoff!r} and "
+                f"{self.max_backoff!r}"
+            )
+        on = self.on if isinstance(self.on, tuple) else (self.on,)
+        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in on):
+            raise TypeError(f"Retry(on=...) must be exception classes, not {self.on!r}")
+        object.__setattr__(self, "on", on)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after attempt ``attempt`` (1-based) failed."""
+        return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1))) * random.uniform(
+            0.5, 1
+        )
+
+    def retries(self, exc: BaseException, used: int) -> bool:
+        """Whether attempt number ``used`` of this round, failed with ``exc``, is retried."""
+        if isinstance(exc, NEVER_RETRIED):
+            return False
+        return used < self.attempts and isinstance(exc, self.on)
+
+
+ONCE = Retry(attempts=1)
+"""A step without ``retry=``: one attempt, then the run is failed."""
