@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from ._file import FileStore
 from ._memory import MemoryStore
@@ -31,8 +32,8 @@ class AsyncFileStore:
     async def delete(self, run_id: str) -> bool:
         return await asyncio.to_thread(self.sync.delete, run_id)
 
-    async def list_runs(self) -> AsyncIterator[RunInfo]:
-        for info in await asyncio.to_thread(lambda: list(self.sync.list_runs())):
+    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
+        for info in await asyncio.to_thread(lambda: list(self.sync.list_runs(**filters))):
             yield info
 
     async def close(self) -> None:
@@ -57,11 +58,11 @@ class AsyncMemoryStore:
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self.sync.save(checkpoint)
 
-    async def delete(self, run_id: str) -> bool:
-        return self.sync.delete(run_id)
+    async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return self.sync.delete(run_id, etag=etag)
 
-    async def list_runs(self) -> AsyncIterator[RunInfo]:
-        for info in list(self.sync.list_runs()):
+    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
+        for info in self.sync.list_runs(**filters):
             yield info
 
     async def close(self) -> None:

@@ -14,11 +14,22 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit
 
 from ._errors import DurableError, StateTooLargeError, StoreError
-from ._store import Checkpoint, RunInfo, check_run_id, conflict, dumps, from_document, to_document
+from ._store import (
+    Checkpoint,
+    RunInfo,
+    check_run_id,
+    conflict,
+    dumps,
+    from_document,
+    info_of,
+    matches,
+    to_document,
+)
 
 _INSTALL = "pip install 'durable-steps[cosmos]'"
 try:
@@ -94,8 +105,7 @@ def _info(item: dict[str, Any]) -> RunInfo:
         cp = _checkpoint(item, run_id, "Cosmos DB")
     except DurableError as exc:
         return RunInfo(run_id, -1, None, False, item.get("_ts"), size, item.get("_etag"), str(exc))
-    last = cp.steps[-1] if cp.steps else None
-    return RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, size, cp.etag)
+    return info_of(cp, size)
 
 
 def _translate(
@@ -231,7 +241,12 @@ class CosmosStore:
             raise _translate(exc, self._where) from exc
         return True
 
-    def list_runs(self) -> Iterator[RunInfo]:
+    def list_runs(self, **filters: Any) -> Iterator[RunInfo]:
+        limit = filters.pop("limit", None)
+        f = {"status": None, "workflow": None, "updated_before": None, **filters}
+        return islice((i for i in self._list() if matches(i, **f)), limit)
+
+    def _list(self) -> Iterator[RunInfo]:
         try:
             items = list(
                 self._container.query_items(_LIST_QUERY, enable_cross_partition_query=True)
@@ -362,7 +377,18 @@ class AsyncCosmosStore:
             raise _translate(exc, self._where) from exc
         return True
 
-    async def list_runs(self) -> AsyncIterator[RunInfo]:
+    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
+        limit = filters.pop("limit", None)
+        f = {"status": None, "workflow": None, "updated_before": None, **filters}
+        n = 0
+        async for i in self._list():
+            if limit is not None and n >= limit:
+                return
+            if matches(i, **f):
+                n += 1
+                yield i
+
+    async def _list(self) -> AsyncIterator[RunInfo]:
         container = self._container or await self._open()
         try:
             items = [i async for i in container.query_items(_LIST_QUERY)]

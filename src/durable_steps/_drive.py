@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from ._errors import ConflictError, DurableError, LeaseLostError
 from ._runner import Call, Load, Op, Save, Sleep, Step, _current, _Run
-from ._state import mark_stored
+from ._state import freeze, mark_stored
 from ._store import AsyncStore, Checkpoint, Store
 
 log = logging.getLogger("durable_steps")
@@ -213,11 +213,23 @@ class _Sync:
             return self._save(cp)
 
     def _save(self, cp: Checkpoint) -> Checkpoint:
-        if self.latest is not None:
-            cp = replace(cp, etag=self.latest.etag)  # on top of our own heartbeat's write
-        saved = self.store.save(cp)
-        self.latest = _stored(cp, saved)
-        return self.latest
+        for _ in range(_ABSORB):
+            cp = _on_top(cp, self.latest)  # of our own heartbeat's write, and of signals
+            try:
+                saved = self.store.save(cp)
+            except ConflictError:
+                if self.latest is None or not self._absorbed(self.store.load(self.r.run_id)):
+                    raise
+                continue
+            self.latest = _stored(cp, saved)
+            return self.latest
+        raise self.r.lost()
+
+    def _absorbed(self, stored: Checkpoint | None) -> bool:
+        absorbed = _absorb(self.latest, stored)  # type: ignore[arg-type]
+        if absorbed is not None:
+            self.latest = absorbed
+        return absorbed is not None
 
     def renew(self) -> None:
         with self.lock:
@@ -285,8 +297,20 @@ class _Async:
         return result
 
     async def _save(self, cp: Checkpoint) -> Checkpoint:
-        if self.latest is not None:
-            cp = replace(cp, etag=self.latest.etag)
+        for _ in range(_ABSORB):
+            cp = _on_top(cp, self.latest)
+            try:
+                return await self._save_once(cp)
+            except ConflictError:
+                if self.latest is None:
+                    raise
+                absorbed = _absorb(self.latest, await self.store.load(self.r.run_id))
+                if absorbed is None:
+                    raise
+                self.latest = absorbed
+        raise self.r.lost()
+
+    async def _save_once(self, cp: Checkpoint) -> Checkpoint:
         saving = asyncio.ensure_future(self.store.save(cp))
         try:
             saved = await asyncio.shield(saving)
@@ -330,6 +354,35 @@ class _Async:
 
     async def close(self) -> None:
         self.closed = True
+
+
+_ABSORB = 10
+"""Signal deliveries absorbed in a row by one save before it gives up."""
+
+
+def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
+    """``cp`` to be saved over ``latest``, the last write this run knows of: its etag,
+    and every signal delivered meanwhile (signals are only ever added)."""
+    if latest is None:
+        return cp
+    if latest.signals.keys() - cp.signals.keys():
+        merged = {**latest.signals, **cp.signals}
+        cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
+    return replace(cp, etag=latest.etag)
+
+
+def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
+    """When the only change since ``latest`` is delivered signals (send_signal saved
+    while we held the lease), ``latest`` as it now is in the store; else None: the
+    lease was lost."""
+    same = ("owner", "lease_expires", "step", "steps", "attempt", "status")
+    if stored is None or any(getattr(stored, f) != getattr(latest, f) for f in same):
+        return None
+    if latest.signals.keys() - stored.signals.keys():
+        return None
+    mark_stored(latest.state, stored.etag)  # send_signal does not touch the state
+    signals = freeze(dict(stored.signals), "", stored.run_id, 0, "signal payload")
+    return replace(latest, etag=stored.etag, signals=signals)
 
 
 def _stored(sent: Checkpoint, saved: Checkpoint) -> Checkpoint:

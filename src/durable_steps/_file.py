@@ -27,7 +27,9 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from ._errors import DurableError
 from ._store import (
@@ -38,6 +40,8 @@ from ._store import (
     corrupt_error,
     decode,
     dumps,
+    info_of,
+    matches,
     to_document,
 )
 
@@ -129,7 +133,16 @@ class FileStore:
             _fsync_dir(target.parent)
             return True
 
-    def list_runs(self) -> Iterator[RunInfo]:
+    def list_runs(self, **filters: Any) -> Iterator[RunInfo]:
+        limit = filters.pop("limit", None)
+        found = (
+            i
+            for i in self._list()
+            if matches(i, **{"status": None, "workflow": None, "updated_before": None, **filters})
+        )
+        return islice(found, limit)
+
+    def _list(self) -> Iterator[RunInfo]:
         for f in sorted(self._runs.glob("[!.]*.json")):
             try:
                 raw = f.read_bytes()
@@ -143,8 +156,7 @@ class FileStore:
             except DurableError as exc:
                 yield RunInfo(f.name, -1, None, False, f.stat().st_mtime, len(raw), None, str(exc))
                 continue
-            last = cp.steps[-1] if cp.steps else None
-            yield RunInfo(run_id, cp.step, last, cp.done, cp.updated_at, len(raw), cp.etag)
+            yield info_of(cp, len(raw))
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""

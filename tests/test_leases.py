@@ -1,0 +1,201 @@
+"""One worker per run, proven with real processes: leases, heartbeats, takeover, recovery,
+on the file store and on CosmosStore (cosmos-local)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+
+CHILD = str(Path(__file__).with_name("lease_child.py"))
+sys.path.insert(0, str(Path(__file__).parent))
+import lease_child  # noqa: E402  (the workflows the children run, for recover() here)
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
+    """Poll ``condition`` until it is true; the timeout is a bound for a hung test, not a
+    measurement (a loaded machine only makes this slower, never wrong)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+    return value
+
+
+@dataclass
+class Workers:
+    """Child processes sharing one store, configured by environment."""
+
+    env: dict[str, str]
+    tmp: Path
+
+    @property
+    def effects(self) -> Path:
+        return self.tmp / "effects.log"
+
+    def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
+        env = {**os.environ, **self.env, "SIDE_EFFECTS": str(self.effects), **extra}
+        return subprocess.Popen(
+            [sys.executable, CHILD, *args],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def run(self, *args: str, **extra: str) -> dict[str, Any]:
+        proc = self.spawn(*args, **extra)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        return json.loads(out.splitlines()[-1])  # type: ignore[no-any-return]
+
+    def log(self) -> list[str]:
+        return self.effects.read_text().split() if self.effects.exists() else []
+
+    def store(self) -> Any:
+        return ds.store_from_env(self.env)
+
+
+@pytest.fixture(params=["file", "cosmos-local"])
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Workers:
+    if request.param == "file":
+        env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
+    else:
+        env = request.getfixturevalue("cosmos_local").env()
+    return Workers(env, tmp_path)
+
+
+def test_second_worker_is_refused_while_the_first_runs(workers: Workers, run_id: str) -> None:
+    """Worker A is inside a step; worker B, started meanwhile, gets RunLeasedError naming A,
+    runs nothing and writes nothing; A then completes, and its step ran once."""
+    release = workers.tmp / "release"
+    a = workers.spawn("hold", run_id, RELEASE=str(release))
+    wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
+    store = workers.store()
+    before = store.load(run_id)
+    b = workers.run("hold", run_id, RELEASE=str(release))
+    assert b["error"] == "RunLeasedError"
+    assert b["owner"] == before.owner
+    assert store.load(run_id) == before  # B wrote nothing
+    release.touch()
+    out, err = a.communicate(timeout=120)
+    assert a.returncode == 0, err
+    assert json.loads(out)["result"] == {"hold": 1, "after": 1}
+    assert workers.log() == [f"{run_id}:hold:1", f"{run_id}:after:1"]
+    cp = store.load(run_id)
+    assert (cp.status, cp.owner, cp.lease_expires) == ("completed", None, None)
+
+
+def test_heartbeat_keeps_a_step_longer_than_the_lease(workers: Workers, run_id: str) -> None:
+    """A step runs for several lease lengths: its heartbeat keeps renewing the lease, so
+    workers trying meanwhile are all refused and the step runs once."""
+    release = workers.tmp / "release"
+    a = workers.spawn("hold", run_id, RELEASE=str(release), LEASE="1.5")
+    wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
+    store = workers.store()
+    first = store.load(run_id).lease_expires
+    wait_until(lambda: store.load(run_id).lease_expires > first + 2, "two heartbeats")
+    for _ in range(3):  # each of these tries comes after the first lease expired
+        assert workers.run("hold", run_id, RELEASE=str(release))["error"] == "RunLeasedError"
+    assert time.time() > first  # the original lease is long gone; the renewed one held
+    release.touch()
+    out, _ = a.communicate(timeout=120)
+    assert json.loads(out)["result"] == {"hold": 1, "after": 1}
+    assert workers.log() == [f"{run_id}:hold:1", f"{run_id}:after:1"]
+
+
+def test_crashed_worker_with_default_owner_is_taken_over_at_once(
+    workers: Workers, run_id: str
+) -> None:
+    """SIGKILL a worker mid-step (default owner, 60 s lease): this machine can see the
+    process is gone, so an immediate run in another process resumes at attempt 2."""
+    a = workers.spawn("hold", run_id)
+    wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
+    a.send_signal(signal.SIGKILL)
+    a.communicate()
+    release = workers.tmp / "release"
+    release.touch()
+    b = workers.run("hold", run_id, RELEASE=str(release))
+    assert b["result"] == {"hold": 2, "after": 1}
+    assert workers.log() == [f"{run_id}:hold:1", f"{run_id}:hold:2", f"{run_id}:after:1"]
+
+
+def test_crashed_worker_with_explicit_owner_waits_for_expiry_then_recovers(
+    workers: Workers, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL a worker that runs with an explicit owner and a 2 s lease: nobody can tell
+    it is gone, so an immediate run is refused; once the lease expired, recover() resumes
+    the run to completion with attempt 2."""
+    a = workers.spawn("hold", run_id, OWNER="worker-a", LEASE="2")
+    wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
+    a.send_signal(signal.SIGKILL)
+    a.communicate()
+    store = workers.store()
+    assert workers.run("hold", run_id)["error"] == "RunLeasedError"
+    expires = store.load(run_id).lease_expires
+    wait_until(lambda: time.time() > expires, "the lease to expire")
+    monkeypatch.setenv("RELEASE", str(workers.tmp / "release"))
+    monkeypatch.setenv("SIDE_EFFECTS", str(workers.effects))
+    (workers.tmp / "release").touch()
+    done = ds.recover(store, [lease_child.HOLD, lease_child.RACE])
+    mine = [r for r in done if r.run_id == run_id]
+    assert [(r.outcome, r.workflow) for r in mine] == [("completed", "hold")]
+    assert workers.log() == [f"{run_id}:hold:1", f"{run_id}:hold:2", f"{run_id}:after:1"]
+
+
+@pytest.mark.slow
+def test_eight_processes_racing_on_the_same_runs_run_each_step_once(
+    workers: Workers, run_id: str
+) -> None:
+    """8 processes run the same 12 runs at once, without a crash: every step's side effect
+    happens exactly once; every other attempt got RunLeasedError or a completed run."""
+    go = workers.tmp / "go"
+    procs = [workers.spawn("race", run_id, "12", GO=str(go)) for _ in range(8)]
+    go.touch()
+    outcomes: list[dict[str, Any]] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        outcomes += [json.loads(line) for line in out.splitlines()]
+    assert len(outcomes) == 8 * 12
+    assert {o.get("error") for o in outcomes} <= {None, "RunLeasedError"}
+    counts = Counter(workers.log())
+    expected = {f"{run_id}-{i}:{s}:1" for i in range(12) for s in "abc"}
+    assert set(counts) == expected
+    assert set(counts.values()) == {1}
+    store = workers.store()
+    for i in range(12):
+        assert store.load(f"{run_id}-{i}").status == "completed"
+    assert sum(1 for o in outcomes if o.get("error")) > 0  # they did meet
+
+
+def test_a_kill_between_retry_attempts_counts_and_resumes_with_the_next(
+    workers: Workers, run_id: str
+) -> None:
+    """A retrying step is killed during its backoff: the attempt is durable, so the run
+    resumes (at once: the owner is gone) with the next attempt number, and the crash
+    counts against the retries."""
+    a = workers.spawn("retry", run_id, BACKOFF="60")
+    store = workers.store()
+    wait_until(lambda: (cp := store.load(run_id)) and cp.attempt == 2, "attempt 1 to fail")
+    a.send_signal(signal.SIGKILL)
+    a.communicate()
+    b = workers.run("retry", run_id, BACKOFF="0")
+    assert b["error"] is not None
+    attempts = [int(line.split(":")[-1]) for line in workers.log()]
+    assert attempts == [1, 3, 4, 5]  # attempt 2 was the crash
+    cp = store.load(run_id)
+    assert (cp.status, cp.error["type"], cp.error["attempt"]) == ("failed", "TimeoutError", 5)
