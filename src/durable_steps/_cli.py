@@ -6,6 +6,7 @@ import json
 import re
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.json import JSON
+from rich.markup import escape
 from rich.table import Table
 
 from . import _demo
@@ -499,6 +501,86 @@ def migrate(target: str, source: str, as_json: bool) -> None:
                 )
     if result["conflicts"] or result["unreadable"]:
         raise SystemExit(1)
+
+
+# -- worker -----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("target", metavar="MODULE:ATTR")
+@click.option("--once", is_flag=True, help="One pass over the runs to recover, then exit.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=4,
+    show_default=True,
+    help="Runs resumed at the same time (each in its own thread).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds between looks for runs to recover.",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(1),
+    default=60.0,
+    show_default=True,
+    help="Seconds a run stays leased to this worker without a save or a heartbeat.",
+)
+@click.option("--owner", help="A stable id for this worker (default: unique per run).")
+def worker(
+    target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
+) -> None:
+    """Resume the unfinished runs of MODULE:ATTR (a Workflow or a list of them) whose
+    worker died, in a loop, until SIGTERM or SIGINT.
+
+    Each pass lists the running runs of those workflows whose lease is free, resumes
+    them (at most --concurrency at a time) and prints a line per run. On SIGTERM or
+    SIGINT no new run starts; running runs stop at their next step boundary and
+    release their leases; then it exits 0. Runs waiting for a signal or failed are
+    left alone. Example:
+
+    \b
+      durable-steps worker myapp.flows:WORKFLOWS --concurrency 8
+    """
+    from ._worker import load_workflows, on_signals, serve
+
+    workflows = load_workflows(target)
+    stop = threading.Event()
+    on_signals(stop, lambda line: err.print(escape(line)))
+    store = store_for("env")
+    names = ", ".join(w.name for w in workflows)
+    err.print(
+        escape(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
+    )
+    try:
+        serve(
+            store,
+            workflows,
+            once=once,
+            concurrency=concurrency,
+            interval=interval,
+            lease=lease,
+            owner=owner,
+            echo=_worker_line,
+            stop=stop,
+        )
+    finally:
+        store.close()
+
+
+def _worker_line(what: Any) -> None:
+    if isinstance(what, str):
+        out.print(escape(what), soft_wrap=True)
+        return
+    line = f"run {what.run_id} ({what.workflow}): {what.outcome}"
+    if what.error is not None:
+        first = str(what.error).splitlines()[0] if str(what.error) else ""
+        line += f": {type(what.error).__name__}: {first}"
+    out.print(escape(line), soft_wrap=True)
 
 
 # -- entry point ------------------------------------------------------------------------

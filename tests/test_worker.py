@@ -1,0 +1,145 @@
+"""`durable-steps worker`: a real worker process recovering runs, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+
+from .test_leases import wait_until
+
+SCRIPT = str(Path(sys.executable).with_name("durable-steps"))
+FLOWS = textwrap.dedent(
+    """
+    import os, time
+    import durable_steps as ds
+
+    def effect(name):
+        def fn(state):
+            with open(os.environ["EFFECTS"], "a") as f:
+                f.write(f"{ds.current_step().run_id}:{name}\\n")
+            release = os.environ.get("RELEASE")
+            while name == "slow" and release and not os.path.exists(release):
+                time.sleep(0.01)
+            return {name: True}
+        return ds.Step(name, fn)
+
+    REPORT = ds.Workflow("report", [effect("a"), effect("slow"), effect("c")])
+    OTHER = ds.Workflow("other", [effect("x")])
+    WORKFLOWS = [REPORT, OTHER]
+    """
+)
+
+
+@pytest.fixture(params=["file", "cosmos-local"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "flows.py").write_text(FLOWS)
+    base = {"EFFECTS": str(tmp_path / "effects"), "PYTHONPATH": ""}
+    if request.param == "file":
+        return {**base, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
+    return {**base, **request.getfixturevalue("cosmos_local").env()}
+
+
+def worker(env: dict[str, str], cwd: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
+    """The worker in a process of its own; its stderr also goes to cwd/worker.err."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS_", "DURABLE_"))}
+    with (cwd / "worker.err").open("w") as errors:
+        return subprocess.Popen(
+            [SCRIPT, "worker", *args],
+            env={**clean, **env, **extra},
+            cwd=cwd,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+
+
+def stderr_of(cwd: Path) -> str:
+    return (cwd / "worker.err").read_text()
+
+
+def seed(store: Any, run_id: str, workflow: str | None, **kw: Any) -> None:
+    """A run whose worker died after step 0 (its lease long expired)."""
+    fields = {"owner": "dead-worker", "lease_expires": time.time() - 60, **kw}
+    store.save(ds.Checkpoint(run_id, 0, {"a": True}, steps=("a",), workflow=workflow, **fields))
+
+
+def test_worker_once_recovers_orphans_and_leaves_the_rest(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """`worker flows:WORKFLOWS --once` resumes the orphaned runs of its workflows, prints a
+    line per run, exits 0, and leaves waiting, failed and unknown-workflow runs alone."""
+    store = ds.store_from_env(env)
+    for i in range(3):
+        seed(store, f"{run_id}-{i}", "report")
+    seed(store, f"{run_id}-waiting", "report", status="waiting", waiting_for="ok")
+    seed(store, f"{run_id}-failed", "report", status="failed")
+    seed(store, f"{run_id}-unknown", "somebody-else")
+    proc = worker(env, tmp_path, "flows:WORKFLOWS", "--once", "--concurrency", "2")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    for i in range(3):
+        assert f"run {run_id}-{i} (report): completed" in out
+        assert store.load(f"{run_id}-{i}").status == "completed"
+    for rest in ("waiting", "failed", "unknown"):
+        assert f"{run_id}-{rest}" not in out
+        assert store.load(f"{run_id}-{rest}").step == 0
+    effects = (tmp_path / "effects").read_text().split()
+    assert sorted(effects) == sorted(f"{run_id}-{i}:{s}" for i in range(3) for s in ("slow", "c"))
+
+
+def test_sigterm_lets_the_step_finish_releases_the_lease_and_exits_0(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """SIGTERM while a run is in a step: the worker starts nothing new, lets that step
+    finish, saves it, releases the lease at the step boundary and exits 0; a later worker
+    completes the run."""
+    store = ds.store_from_env(env)
+    seed(store, run_id, "report")
+    release = tmp_path / "release"
+    proc = worker(env, tmp_path, "flows:REPORT", "--interval", "0.2", RELEASE=str(release))
+    effects = tmp_path / "effects"
+    wait_until(lambda: effects.exists() and f"{run_id}:slow" in effects.read_text(), "the step")
+    proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "SIGTERM: stopping" in stderr_of(tmp_path), "the worker to see SIGTERM")
+    assert proc.poll() is None  # still finishing the step
+    release.touch()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    assert "released at a step boundary" in out
+    cp = store.load(run_id)
+    assert (cp.step, cp.status, cp.owner, cp.lease_expires) == (1, "running", None, None)
+    again = worker(env, tmp_path, "flows:REPORT", "--once")
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr_of(tmp_path)
+    assert f"run {run_id} (report): completed" in out
+    assert effects.read_text().split() == [f"{run_id}:slow", f"{run_id}:c"]
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("flows", "is not MODULE:ATTR"),
+        ("no_such_module:X", "cannot import 'no_such_module'"),
+        ("flows:NOPE", "has no attribute 'NOPE'"),
+        ("flows:effect", "not a Workflow"),
+    ],
+)
+def test_a_bad_target_is_one_clear_line(tmp_path: Path, target: str, says: str) -> None:
+    """A target that is not MODULE:ATTR of Workflows exits 1 with one line saying why."""
+    (tmp_path / "flows.py").write_text(FLOWS)
+    proc = worker({"DURABLE_FILE_PATH": str(tmp_path / "s")}, tmp_path, target, "--once")
+    proc.communicate(timeout=60)
+    err = stderr_of(tmp_path)
+    assert proc.returncode == 1
+    assert says in err
+    assert len(err.strip().splitlines()) == 1, err
