@@ -161,6 +161,12 @@ class FileStore:
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
 
+    def __enter__(self) -> FileStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @contextlib.contextmanager
     def _lock(self, target: Path) -> Iterator[None]:
         stripe = int(target.stem[-2:], 16) % _STRIPES
