@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,8 @@ from ._store import AsyncStore, Checkpoint, RunInfo, Store
 
 if TYPE_CHECKING:
     from ._cosmos import AsyncCosmosStore, CosmosStore
+
+logging.getLogger("durable_steps").addHandler(logging.NullHandler())
 
 try:
     __version__ = version("durable-steps")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -26,11 +25,11 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ._errors import ConflictError, DurableError, LeaseLostError
+from ._observe import log
 from ._runner import Call, Load, Op, Save, Sleep, Step, _current, _Run
 from ._state import freeze, mark_stored
 from ._store import AsyncStore, Checkpoint, Store
 
-log = logging.getLogger("durable_steps")
 T = TypeVar("T")
 _sleep = time.sleep  # tests replace these two with a fake clock
 _asleep = asyncio.sleep
@@ -81,16 +80,20 @@ def _async_only(store: object) -> None:
 
 def drive(r: _Run, store: Store) -> dict[str, Any]:
     driver = _Sync(r, store)
+    r.obs.bind(store)
     try:
-        return execute(r.program(), driver.do)
+        with r.obs.run():
+            return execute(r.program(), driver.do)
     finally:
         driver.close()
 
 
 async def drive_async(r: _Run, store: AsyncStore) -> dict[str, Any]:
     driver = _Async(r, store)
+    r.obs.bind(store)
     try:
-        return await execute_async(r.program(), driver)
+        with r.obs.run():
+            return await execute_async(r.program(), driver)
     finally:
         await driver.close()
 
@@ -187,7 +190,8 @@ class _Sync:
         if isinstance(op, Load):
             return self.store.load(op.run_id)
         if isinstance(op, Save):
-            return self.save(op.checkpoint)
+            with self.r.obs.save(op.checkpoint):
+                return self.save(op.checkpoint)
         self.heart.arm()
         try:
             if isinstance(op, Sleep):
@@ -196,10 +200,11 @@ class _Sync:
             else:
                 token = _current.set(op.context)
                 try:
-                    result = op.step.fn(op.state)
+                    with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+                        result = op.step.fn(op.state)
+                        _not_async(op, result)
                 finally:
                     _current.reset(token)
-                _not_async(op, result)
         finally:
             self.heart.disarm()
         if self.lost is not None:
@@ -236,7 +241,9 @@ class _Sync:
             if self.closed or self.lost is not None or not _holds(self.latest, self.r):
                 return
             try:
-                self._save(_renewed(self.latest, self.r))  # type: ignore[arg-type]
+                renewal = _renewed(self.latest, self.r)  # type: ignore[arg-type]
+                with self.r.obs.save(renewal, beat=True):
+                    self._save(renewal)
             except ConflictError as exc:
                 self.lost = self.r.lost()
                 self.lost.__cause__ = exc
@@ -265,10 +272,11 @@ class _Async:
         if isinstance(op, Load):
             return await self.store.load(op.run_id)
         if isinstance(op, Save):
-            async with self.lock:
-                if self.lost is not None:
-                    raise self.lost
-                return await self._save(op.checkpoint)
+            with self.r.obs.save(op.checkpoint):
+                async with self.lock:
+                    if self.lost is not None:
+                        raise self.lost
+                    return await self._save(op.checkpoint)
         self.task = asyncio.current_task()
         stop = asyncio.Event()
         beat = asyncio.create_task(self._beat(stop))
@@ -279,9 +287,10 @@ class _Async:
             else:
                 token = _current.set(op.context)
                 try:
-                    result = op.step.fn(op.state)
-                    if inspect.isawaitable(result):
-                        result = await result
+                    with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+                        result = op.step.fn(op.state)
+                        if inspect.isawaitable(result):
+                            result = await result
                 finally:
                     _current.reset(token)
         except asyncio.CancelledError:
@@ -342,7 +351,9 @@ class _Async:
                 if self.closed or self.lost is not None or not _holds(self.latest, self.r):
                     return
                 try:
-                    await self._save(_renewed(self.latest, self.r))  # type: ignore[arg-type]
+                    renewal = _renewed(self.latest, self.r)  # type: ignore[arg-type]
+                    with self.r.obs.save(renewal, beat=True):
+                        await self._save(renewal)
                 except ConflictError as exc:
                     self.lost = self.r.lost()
                     self.lost.__cause__ = exc

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import DurableError
+from ._observe import wrote
 from ._store import (
     Checkpoint,
     RunInfo,
@@ -120,6 +121,7 @@ class FileStore:
         with self._lock(target):
             self._check_etag(target, checkpoint)
             atomic_write(target, data)
+        wrote(len(data))
         return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
     def delete(self, run_id: str) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from itertools import islice
 
+from ._observe import wrote
 from ._store import (
     Checkpoint,
     RunInfo,
@@ -54,6 +55,7 @@ class MemoryStore:
             if current != checkpoint.etag:
                 raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
             self._runs[checkpoint.run_id] = data
+        wrote(len(data))
         return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:

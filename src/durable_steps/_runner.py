@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from ._errors import (
     ConflictError,
@@ -37,6 +37,7 @@ from ._errors import (
     StepMismatchError,
 )
 from ._lease import default_owner, lease_holder
+from ._observe import Observer, log
 from ._retry import NEVER_RETRIED, ONCE, Retry
 from ._state import FrozenState, freeze, frozen_state, thaw
 from ._store import Checkpoint, check_name, check_run_id
@@ -154,24 +155,31 @@ class _Run:
         self.input = frozen_state(input or {}, self.run_id)
         self.stop = stop or (lambda: False)
         self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input)
+        self.obs = Observer(self.run_id, None, workflow)
+        self.how, self.previous_owner = "fresh", cast(str | None, None)
 
     # -- the program ---------------------------------------------------------------------
 
     def program(self) -> Program:
         for claims_left in reversed(range(_CLAIMS)):
-            claim = self.resume((yield Load(self.run_id)))
+            loaded = yield Load(self.run_id)
+            self.obs.loaded(loaded)
+            claim = self.resume(loaded)
             if claim is None:
+                log.debug("run %r has no step left to run", self.run_id)
                 return self.result()
             try:
-                self.cp = yield Save(claim)
+                self.cp = yield Save(self.obs.claiming(claim))
                 break
             except RunLeasedError:
                 raise
             except ConflictError:
                 # Another worker claimed between our load and our save, or the store
                 # answered from a replica that had not seen the latest write yet: look again.
+                log.warning("run %r: another writer saved it while we claimed it", self.run_id)
                 if not claims_left:
                     raise
+        self.obs.claimed(self.cp, self.how, self.previous_owner)
         try:
             for i, step in self.pending():
                 if self.stop():
@@ -192,6 +200,7 @@ class _Run:
                 except Exception as release_failed:
                     exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
             raise
+        log.info("run %r completed (%d steps)", self.run_id, len(self.steps))
         return self.result()
 
     def attempts(self, i: int, step: Step) -> Generator[Op, Any, Checkpoint]:
@@ -204,6 +213,7 @@ class _Run:
                 raise
             except Suspend as wait:
                 self.cp = yield from self.save(self.waiting(wait.signal))
+                log.info("run %r is waiting for signal %r in step %d", self.run_id, wait.signal, i)
                 raise RunWaiting(
                     f"run {self.run_id!r} is waiting for signal {wait.signal!r} in step {i} "
                     f"{step.name!r}; its lease is released. Deliver it with send_signal() or "
@@ -217,10 +227,22 @@ class _Run:
                 used = self.cp.attempt - self.cp.first_attempt + 1
                 if retry.retries(exc, used):
                     self.cp = yield from self.save(self.retrying(i, exc))
-                    yield Sleep(retry.delay(used))
+                    pause = retry.delay(used)
+                    log.warning(
+                        "run %r: step %d %r failed (%s, attempt %d); retrying in %.1f s",
+                        *(self.run_id, i, step.name, type(exc).__name__, self.cp.attempt - 1),
+                        pause,
+                    )
+                    yield Sleep(pause)
                     continue
                 self.annotate(exc, i, step)
                 outcome = self.failed(i, exc) if not isinstance(exc, NEVER_RETRIED) else None
+                log.warning(
+                    "run %r: step %d %r %s (%s, attempt %d)",
+                    *(self.run_id, i, step.name),
+                    "failed" if outcome else "interrupted",
+                    *(type(exc).__name__, self.cp.attempt),
+                )
                 try:
                     self.cp = yield from self.save(outcome or self.released())
                 except LeaseLostError as lost:
@@ -270,6 +292,7 @@ class _Run:
                 run_id=self.run_id,
             )
         if holder := lease_holder(loaded, self.owner, now):
+            log.warning("run %r is leased by %s; nothing ran", self.run_id, holder)
             raise RunLeasedError(
                 f"run {self.run_id!r} is leased by {holder} until "
                 f"{time.strftime('%H:%M:%S', time.localtime(loaded.lease_expires))} "
@@ -295,6 +318,9 @@ class _Run:
             )
         if self.finished:
             return None
+        self.how = "resumed"
+        if loaded.owner not in (None, self.owner) and loaded.lease_expires is not None:
+            self.how, self.previous_owner = "takeover", loaded.owner
         started = self.cp.status != "completed"  # a completed run's next step is a new one
         attempt = self.cp.attempt + 1 if started else 1
         # After a failure or a wait, a new round of retries; after a crash, the same one.
@@ -391,6 +417,7 @@ class _Run:
         return replace(self.cp, owner=None, lease_expires=None, updated_at=None)
 
     def lost(self) -> LeaseLostError:
+        log.warning("run %r: lost its lease to another worker; step not saved", self.run_id)
         return LeaseLostError(
             f"run {self.run_id!r}: another worker took over this run's lease while step "
             f"{self.cp.step + 1} ran (it expired: a step or a pause outlived the lease "

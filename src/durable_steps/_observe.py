@@ -1,0 +1,246 @@
+"""Observability: log lines under the ``durable_steps`` logger, and OpenTelemetry spans.
+
+Logging is the standard library's (the package logger has a ``NullHandler``; the
+application configures handlers): INFO when a run starts, resumes (at which step,
+which attempt), completes or waits; WARNING for a failed or retried step (the
+error's type), a refused or lost lease and a lease taken over; DEBUG for each
+save (bytes, duration). Never state contents, never state keys.
+
+Spans use ``opentelemetry-api`` only (extra ``[otel]``); without it nothing is
+imported and every hook here is a no-op. Per run attempt (one call of ``run``)
+a ``durable_steps.run`` span, child of the caller's current span; under it a
+``durable_steps.step`` span per step attempt, and under that the step's
+``durable_steps.save``. The traceparent of a run's first attempt is kept in the
+checkpoint (``trace``); every later attempt's run span links to it, so one
+trace query shows the whole life of a run across crashes and hosts. Saves run
+with their span current, so azure-core's OpenTelemetry plugin puts the Cosmos
+DB requests under them.
+
+Stores report the bytes a save wrote (or sent) with ``wrote(n)``; it lands on
+the save and step spans and in the DEBUG line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+from ._errors import InvalidStateError, LeaseLostError, RunLeasedError, RunWaiting
+from ._store import Checkpoint
+
+log = logging.getLogger("durable_steps")
+
+otel: Any = None
+Status: Any = None
+StatusCode: Any = None
+TraceContextTextMapPropagator: Any = None
+
+
+@functools.cache
+def _tracing() -> bool:
+    """Import opentelemetry-api on first use, if it is installed (``import durable_steps``
+    stays free of it); False: spans are off."""
+    global otel, Status, StatusCode, TraceContextTextMapPropagator  # noqa: PLW0603
+    try:
+        from opentelemetry import trace
+        from opentelemetry.trace import Status, StatusCode
+        from opentelemetry.trace.propagation.tracecontext import (
+            TraceContextTextMapPropagator,
+        )
+    except ImportError:  # the [otel] extra is not installed
+        return False
+    otel = trace
+    return True
+
+
+PREFIX = "durable_steps."
+_written: ContextVar[list[int] | None] = ContextVar("durable_steps_written", default=None)
+
+
+def wrote(n: int) -> None:
+    """Called by a store inside ``save`` with the bytes it wrote or sent."""
+    holder = _written.get()
+    if holder is not None:
+        holder.append(n)
+
+
+def outcome_of(exc: BaseException | None) -> str:
+    if exc is None:
+        return "completed"
+    if isinstance(exc, RunWaiting):
+        return "waiting"
+    if isinstance(exc, RunLeasedError):
+        return "leased"
+    if isinstance(exc, LeaseLostError):
+        return "lease_lost"
+    if not isinstance(exc, Exception) or type(exc).__name__ == "StopRequested":
+        return "interrupted"
+    return "failed"
+
+
+class Observer:
+    """The spans and log lines of one run attempt."""
+
+    def __init__(self, run_id: str, store: object, workflow: str | None) -> None:
+        self.run_id, self.workflow = run_id, workflow
+        self.store_kind = type(getattr(store, "sync", store)).__name__
+        self.tracer = otel.get_tracer("durable_steps") if _tracing() else None
+        self.span: Any = None
+        self.step_span: Any = None
+
+    def bind(self, store: object) -> None:
+        self.store_kind = type(getattr(store, "sync", store)).__name__
+
+    def attributes(self, **extra: Any) -> dict[str, Any]:
+        attrs = {"run_id": self.run_id, "workflow": self.workflow, "store": self.store_kind}
+        return {PREFIX + k: v for k, v in {**attrs, **extra}.items() if v is not None}
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[None]:
+        """Around a whole attempt."""
+        if self.tracer is None:
+            yield
+            return
+        with self.tracer.start_as_current_span(
+            PREFIX + "run",
+            attributes=self.attributes(),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            self.span = span
+            try:
+                yield
+            except BaseException as exc:
+                self._end(span, exc)
+                raise
+            finally:
+                if self.step_span is not None:
+                    self.step_span.end()
+            self._end(span, None)
+
+    def loaded(self, cp: Checkpoint | None) -> None:
+        """The checkpoint the attempt starts from: link to the run's first attempt."""
+        if cp is not None and cp.workflow and not self.workflow:
+            self.workflow = cp.workflow
+        if self.span is None or cp is None:
+            return
+        if cp.workflow:
+            self.span.set_attribute(PREFIX + "workflow", cp.workflow)
+        if cp.trace:
+            ctx = TraceContextTextMapPropagator().extract({"traceparent": cp.trace})
+            first = otel.get_current_span(ctx).get_span_context()
+            if first.is_valid:
+                self.span.add_link(first, {PREFIX + "link": "first_attempt"})
+
+    def claiming(self, cp: Checkpoint) -> Checkpoint:
+        """The claim of a fresh run records this attempt's trace as the run's first."""
+        if self.span is None or cp.trace is not None or not self.span.get_span_context().is_valid:
+            return cp
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier, otel.set_span_in_context(self.span))
+        return replace(cp, trace=carrier.get("traceparent"))
+
+    def claimed(self, cp: Checkpoint, how: str, previous_owner: str | None) -> None:
+        if self.span is not None:
+            self.span.set_attribute(PREFIX + "attempt", cp.attempt)
+            self.span.set_attribute(PREFIX + "resumed_at", cp.step + 1)
+        where = f"step {cp.step + 1}, attempt {cp.attempt}"
+        if how == "fresh":
+            of = f" (workflow {self.workflow})" if self.workflow else ""
+            log.info("run %r started%s", self.run_id, of)
+        elif how == "takeover":
+            log.warning(
+                "run %r: took over the lease of %s (expired or its process ended); resuming at %s",
+                self.run_id,
+                previous_owner,
+                where,
+            )
+        else:
+            log.info("run %r resumed at %s", self.run_id, where)
+
+    @contextlib.contextmanager
+    def step(self, index: int, name: str, attempt: int) -> Iterator[None]:
+        """Around one attempt of a step; the span stays open for the save that follows."""
+        if self.step_span is not None:
+            self.step_span.end()
+            self.step_span = None
+        if self.tracer is None:
+            yield
+            return
+        span = self.tracer.start_span(
+            PREFIX + "step",
+            attributes=self.attributes(
+                **{"step.index": index, "step.name": name, "attempt": attempt}
+            ),
+        )
+        try:
+            with otel.use_span(span, end_on_exit=False, record_exception=False):
+                yield
+        except BaseException as exc:
+            self._end(span, exc)
+            raise
+        self.step_span = span  # its save is part of it
+
+    @contextlib.contextmanager
+    def save(self, cp: Checkpoint, *, beat: bool = False) -> Iterator[None]:
+        """Around one save (a claim, a step's result, a release; ``beat``: a heartbeat's,
+        from another thread or task, under the run's span)."""
+        holder: list[int] = []
+        token = _written.set(holder)
+        started = time.perf_counter()
+        if beat:
+            parent = None
+        else:
+            parent, self.step_span = self.step_span, None
+        span = None
+        if self.tracer is not None:
+            ctx = otel.set_span_in_context(parent or self.span) if parent or beat else None
+            span = self.tracer.start_span(
+                PREFIX + "save",
+                context=ctx,
+                attributes=self.attributes(**{"step.index": cp.step, "status": cp.status}),
+            )
+        try:
+            if span is not None:
+                with otel.use_span(span, end_on_exit=False, record_exception=False):
+                    yield
+            else:
+                yield
+        except BaseException as exc:
+            for s in (span, parent):
+                if s is not None:
+                    self._end(s, exc)
+            raise
+        finally:
+            _written.reset(token)
+        written = sum(holder)
+        log.debug(
+            "run %r: saved (step %d, %s, %d bytes, %.2f ms)",
+            self.run_id,
+            cp.step,
+            cp.status,
+            written,
+            (time.perf_counter() - started) * 1000,
+        )
+        for s in (span, parent):
+            if s is not None:
+                s.set_attribute(PREFIX + "bytes_written", written)
+                self._end(s, None)
+
+    def _end(self, span: Any, exc: BaseException | None) -> None:
+        outcome = outcome_of(exc)
+        span.set_attribute(PREFIX + "outcome", outcome)
+        if outcome in ("failed", "lease_lost", "leased"):
+            # InvalidStateError names the offending state key: keep keys out of traces.
+            hidden = isinstance(exc, InvalidStateError)
+            span.record_exception(
+                exc, {"exception.message": "state is not plain JSON"} if hidden else None
+            )
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        span.end()
