@@ -41,7 +41,10 @@ def test_readme_has_examples_and_the_two_commands() -> None:
 @pytest.mark.parametrize("code", BLOCKS, ids=lambda c: c.splitlines()[0][:40])
 def test_readme_example_runs_and_resumes(code: str, tmp_path: Path) -> None:
     """Each example runs in a fresh directory on the default file store, and again from
-    its checkpoints with the same output."""
+    its checkpoints with the same output (one that needs a cloud service is compiled)."""
+    if code.startswith("# not run here:"):
+        compile(code, "README.md", "exec")
+        return
     outputs = []
     for _ in range(2):
         done = _run([sys.executable, "-c", code], tmp_path)
