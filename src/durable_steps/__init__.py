@@ -29,8 +29,8 @@ from ._file import FileStore
 from ._memory import MemoryStore
 from ._recovery import Recovered, Workflow, recover, recover_async
 from ._retry import Retry
-from ._runner import Step, StepContext, current_step
 from ._signals import send_signal, send_signal_async, wait_for_signal
+from ._step import Step, StepContext, current_step
 from ._store import AsyncStore, Checkpoint, RunInfo, Store
 
 if TYPE_CHECKING:

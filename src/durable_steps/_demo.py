@@ -20,7 +20,7 @@ from typing import Any
 
 from ._config import store_from_env
 from ._drive import run
-from ._runner import Step, current_step
+from ._step import Step, current_step
 
 STEPS = ("retrieve", "call_tool", "summarise", "write")
 WHAT = {

@@ -25,9 +25,11 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ._errors import ConflictError, DurableError, LeaseLostError
+from ._lease import Heartbeat
 from ._observe import log
-from ._runner import Call, Load, Op, Save, Sleep, Step, _current, _Run
+from ._runner import Call, Load, Op, Save, Sleep, _Run
 from ._state import freeze, mark_stored
+from ._step import Step, _current
 from ._store import AsyncStore, Checkpoint, Store
 
 T = TypeVar("T")
@@ -184,7 +186,7 @@ class _Sync:
         self.latest: Checkpoint | None = None
         self.lost: LeaseLostError | None = None
         self.closed = False
-        self.heart = _Heartbeat(self.renew, r.lease / 3)
+        self.heart = Heartbeat(self.renew, r.lease / 3)
 
     def do(self, op: Op) -> Any:
         if isinstance(op, Load):
@@ -410,53 +412,3 @@ def _holds(cp: Checkpoint | None, r: _Run) -> bool:
 
 def _renewed(cp: Checkpoint, r: _Run) -> Checkpoint:
     return replace(cp, lease_expires=time.time() + r.lease, updated_at=None)
-
-
-class _Heartbeat:
-    """Calls ``beat`` every ``interval`` seconds while armed, from one thread started
-    on first use (arming and disarming cost a lock, not a thread)."""
-
-    def __init__(self, beat: Callable[[], None], interval: float) -> None:
-        self.beat, self.interval = beat, interval
-        self.cond = threading.Condition()
-        self.due: float | None = None
-        self.stopped = False
-        self.thread: threading.Thread | None = None
-
-    def arm(self) -> None:
-        with self.cond:
-            self.due = time.monotonic() + self.interval
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._loop, name="durable-steps-heartbeat", daemon=True
-                )
-                self.thread.start()
-            self.cond.notify()
-
-    def disarm(self) -> None:
-        with self.cond:
-            self.due = None
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.cond.notify()
-        if self.thread is not None:
-            self.thread.join()
-
-    def _loop(self) -> None:
-        with self.cond:
-            while not self.stopped:
-                if self.due is None:
-                    self.cond.wait()
-                    continue
-                wait = self.due - time.monotonic()
-                if wait > 0:
-                    self.cond.wait(wait)
-                    continue
-                self.due = time.monotonic() + self.interval
-                self.cond.release()
-                try:
-                    self.beat()
-                finally:
-                    self.cond.acquire()

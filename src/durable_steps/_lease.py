@@ -17,6 +17,9 @@ process's lease is never taken.
 
 Linux reads /proc; other platforms use psutil (a dependency there) when it
 imports, and otherwise cannot tell.
+
+``Heartbeat`` keeps a lease alive from a thread while a step runs (``run``; under
+``run_async`` a task does it, in ``_drive``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import os
 import secrets
 import socket
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 PREFIX = "ds1"
@@ -118,3 +124,53 @@ def _psutil() -> Any:
     except ImportError:
         return None
     return psutil
+
+
+class Heartbeat:
+    """Calls ``beat`` every ``interval`` seconds while armed, from one thread started
+    on first use (arming and disarming cost a lock, not a thread)."""
+
+    def __init__(self, beat: Callable[[], None], interval: float) -> None:
+        self.beat, self.interval = beat, interval
+        self.cond = threading.Condition()
+        self.due: float | None = None
+        self.stopped = False
+        self.thread: threading.Thread | None = None
+
+    def arm(self) -> None:
+        with self.cond:
+            self.due = time.monotonic() + self.interval
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._loop, name="durable-steps-heartbeat", daemon=True
+                )
+                self.thread.start()
+            self.cond.notify()
+
+    def disarm(self) -> None:
+        with self.cond:
+            self.due = None
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _loop(self) -> None:
+        with self.cond:
+            while not self.stopped:
+                if self.due is None:
+                    self.cond.wait()
+                    continue
+                wait = self.due - time.monotonic()
+                if wait > 0:
+                    self.cond.wait(wait)
+                    continue
+                self.due = time.monotonic() + self.interval
+                self.cond.release()
+                try:
+                    self.beat()
+                finally:
+                    self.cond.acquire()

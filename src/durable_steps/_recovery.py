@@ -26,7 +26,8 @@ from typing import Any, Literal
 from ._drive import _async_only, _sync_only, drive, drive_async
 from ._errors import ConflictError, RunWaiting
 from ._lease import lease_holder
-from ._runner import Step, StopRequested, _Run
+from ._runner import StopRequested, _Run
+from ._step import Step
 from ._store import AsyncStore, RunInfo, Store, check_name
 
 Outcome = Literal["completed", "failed", "waiting", "leased"]

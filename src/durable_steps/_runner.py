@@ -21,11 +21,9 @@ so the two cannot drift apart.
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from ._errors import (
@@ -38,63 +36,13 @@ from ._errors import (
 )
 from ._lease import default_owner, lease_holder
 from ._observe import Observer, log
-from ._retry import NEVER_RETRIED, ONCE, Retry
+from ._retry import NEVER_RETRIED, ONCE
 from ._state import FrozenState, freeze, frozen_state, thaw
+from ._step import Step, StepContext, Suspend
 from ._store import Checkpoint, check_name, check_run_id
 
-StepFn = Callable[
-    [Mapping[str, Any]], "Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None"
-]
 _CLAIMS = 3
 """Claims tried before a ConflictError stands (each after a fresh load)."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """A named unit of work: ``fn(state)`` returns a mapping of updates, or ``None``."""
-
-    name: str
-    fn: StepFn
-    retry: Retry | None = field(default=None, kw_only=True)
-    """Retry this step in place when it raises (see ``Retry``); None: fail at once."""
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a running step can know about itself (see ``current_step()``)."""
-
-    run_id: str
-    index: int
-    name: str
-    attempt: int
-    """1 on the first start of this step, 2 after one crash, failure or retry, ..."""
-    signals: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def idempotency_key(self) -> str:
-        """The same on every retry of this step of this run: pass it to the services you call."""
-        raw = f"{self.run_id}\x00{self.index}\x00{self.name}".encode()
-        return hashlib.sha256(raw).hexdigest()[:32]
-
-
-_current: ContextVar[StepContext | None] = ContextVar("durable_steps_current", default=None)
-
-
-def current_step() -> StepContext:
-    """The step running in this context (thread or asyncio task)."""
-    ctx = _current.get()
-    if ctx is None:
-        raise RuntimeError("current_step() is only available inside a step run by run()")
-    return ctx
-
-
-class Suspend(BaseException):
-    """Raised by wait_for_signal() to suspend the run; a BaseException so that a
-    step's ``except Exception`` does not swallow it."""
-
-    def __init__(self, signal: str) -> None:
-        super().__init__(signal)
-        self.signal = signal
 
 
 # What the program asks its driver to do.

@@ -24,8 +24,9 @@ from typing import Any
 
 from ._drive import PlainAsync, execute, execute_async, plain
 from ._errors import ConflictError, RunNotFoundError
-from ._runner import Load, Op, Save, Sleep, Suspend, current_step
+from ._runner import Load, Op, Save, Sleep
 from ._state import freeze, thaw
+from ._step import Suspend, current_step
 from ._store import AsyncStore, Checkpoint, Store, check_name, check_run_id
 
 _TRIES = 20
