@@ -240,14 +240,14 @@ class SyncFacade:
     def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
         return self._wait(self.aio.save(cp))  # type: ignore[no-any-return]
 
-    def delete(self, run_id: str) -> bool:
-        return self._wait(self.aio.delete(run_id))  # type: ignore[no-any-return]
+    def delete(self, run_id: str, **kw: Any) -> bool:
+        return self._wait(self.aio.delete(run_id, **kw))  # type: ignore[no-any-return]
 
-    def list_runs(self) -> Iterator[ds.RunInfo]:
+    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
         async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
             return [i async for i in it]
 
-        return iter(self._wait(collect(self.aio.list_runs())))
+        return iter(self._wait(collect(self.aio.list_runs(**filters))))
 
     def close(self) -> None:
         self._wait(self.aio.close())

@@ -1,0 +1,104 @@
+"""Owner ids and "has this owner ended?": the check that lets a crashed local run resume at
+once while a live process's lease is never taken."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from durable_steps import _lease
+
+SPAWN = [
+    sys.executable,
+    "-c",
+    "import sys; from durable_steps import _lease; print(_lease.default_owner())",
+]
+
+
+def owner_of_ended_process() -> str:
+    done = subprocess.run(SPAWN, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_default_owner_names_host_boot_process_and_a_random_part() -> None:
+    """Each call gets its own id; the id names this host, boot and process."""
+    a, b = _lease.default_owner(), _lease.default_owner()
+    assert a != b
+    prefix, host, boot, pid, started, _ = a.split(":")
+    assert (prefix, pid) == ("ds1", str(os.getpid()))
+    assert (host, boot) == _lease._here()
+    assert started == _lease._started(os.getpid())
+
+
+def test_a_live_process_is_never_gone() -> None:
+    """This process, and another live one, are not gone: their leases are waited out."""
+    assert not _lease.owner_gone(_lease.default_owner())
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from durable_steps import _lease; print(_lease.default_owner(), flush=True); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None
+        owner = child.stdout.readline().strip()
+        assert not _lease.owner_gone(owner)
+        child.communicate("\n")
+    assert _lease.owner_gone(owner)
+
+
+def test_an_ended_process_is_gone_even_if_its_pid_is_reused() -> None:
+    """A process that exited is gone; an id naming a live pid with another start time
+    (the pid reused by a later process) is gone too."""
+    assert _lease.owner_gone(owner_of_ended_process())
+    prefix, host, boot, pid, started, rand = _lease.default_owner().split(":")
+    assert _lease.owner_gone(":".join([prefix, host, boot, pid, started + "1", rand]))
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        "worker-7",  # an explicit owner string: nobody can tell
+        "ds1:other-host:{boot}:1:1:ab",  # another host
+        "ds1:{host}:another-boot:1:1:ab",  # this host, another boot or pid namespace
+        "ds1:{host}:{boot}:notapid:1:ab",
+        "ds1:{host}:{boot}:1:?:ab",  # a start time the owner could not read
+        "ds1:too:few",
+    ],
+)
+def test_when_in_doubt_the_owner_is_alive(owner: str) -> None:
+    """Anything this machine cannot judge for sure counts as alive."""
+    host, boot = _lease._here()
+    assert not _lease.owner_gone(owner.format(host=host, boot=boot))
+
+
+def test_a_zombie_counts_as_ended() -> None:
+    """A killed child not yet reaped by its parent is gone (both implementations)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 60
+    while _lease._started(child.pid) is not None:  # exited, not reaped: a zombie
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert _lease._started_psutil(child.pid) is None
+    child.wait()
+
+
+def test_the_psutil_path_agrees_with_proc() -> None:
+    """The implementation used off Linux (psutil) tells live from ended the same way."""
+    me = _lease._started_psutil(os.getpid())
+    assert me is not None and me != "?"
+    assert _lease._started_psutil(os.getpid()) == me  # stable for one process
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert _lease._started_psutil(int(done.stdout)) is None
