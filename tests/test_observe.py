@@ -34,6 +34,7 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
     yield exporter
     provider.shutdown()
 

@@ -381,7 +381,7 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
     if latest.signals.keys() - cp.signals.keys():
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
-    return replace(cp, etag=latest.etag)
+    return cp if cp.etag == latest.etag else replace(cp, etag=latest.etag)
 
 
 def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:

@@ -41,7 +41,12 @@ def default_owner() -> str:
     """A new owner id for one call of ``run``: this process, and a random part."""
     host, boot = _here()
     pid = os.getpid()
-    return f"{PREFIX}:{host}:{boot}:{pid}:{_started(pid)}:{secrets.token_hex(4)}"
+    return f"{PREFIX}:{host}:{boot}:{pid}:{_own_start(pid)}:{secrets.token_hex(4)}"
+
+
+@functools.cache
+def _own_start(pid: int) -> str | None:
+    return _started(pid)  # per pid: a forked child has its own
 
 
 def owner_gone(owner: str) -> bool:
@@ -127,50 +132,60 @@ def _psutil() -> Any:
 
 
 class Heartbeat:
-    """Calls ``beat`` every ``interval`` seconds while armed, from one thread started
-    on first use (arming and disarming cost a lock, not a thread)."""
+    """Calls ``beat`` every ``interval`` seconds while armed.
+
+    One scheduler thread per process watches every armed heartbeat and starts a
+    short-lived thread for each beat that is due: arming and disarming cost a lock
+    (not a thread per run), and a slow beat (an unreachable store) delays no other
+    run's heartbeat.
+    """
+
+    _cond = threading.Condition()
+    _armed: dict[Heartbeat, float] = {}  # noqa: RUF012 - shared on purpose: one scheduler
+    _thread: threading.Thread | None = None
 
     def __init__(self, beat: Callable[[], None], interval: float) -> None:
         self.beat, self.interval = beat, interval
-        self.cond = threading.Condition()
-        self.due: float | None = None
-        self.stopped = False
-        self.thread: threading.Thread | None = None
 
     def arm(self) -> None:
-        with self.cond:
-            self.due = time.monotonic() + self.interval
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._loop, name="durable-steps-heartbeat", daemon=True
+        cls = Heartbeat
+        with cls._cond:
+            cls._armed[self] = time.monotonic() + self.interval
+            if cls._thread is None:
+                cls._thread = threading.Thread(
+                    target=cls._schedule, name="durable-steps-heartbeat", daemon=True
                 )
-                self.thread.start()
-            self.cond.notify()
+                cls._thread.start()
+            cls._cond.notify()
 
     def disarm(self) -> None:
-        with self.cond:
-            self.due = None
+        with Heartbeat._cond:
+            Heartbeat._armed.pop(self, None)
 
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.cond.notify()
-        if self.thread is not None:
-            self.thread.join()
+    stop = disarm
 
-    def _loop(self) -> None:
-        with self.cond:
-            while not self.stopped:
-                if self.due is None:
-                    self.cond.wait()
+    @staticmethod
+    def _schedule() -> None:
+        cls = Heartbeat
+        with cls._cond:
+            while True:
+                if not cls._armed:
+                    cls._cond.wait()
                     continue
-                wait = self.due - time.monotonic()
+                heart, due = min(cls._armed.items(), key=lambda item: item[1])
+                wait = due - time.monotonic()
                 if wait > 0:
-                    self.cond.wait(wait)
+                    cls._cond.wait(wait)
                     continue
-                self.due = time.monotonic() + self.interval
-                self.cond.release()
-                try:
-                    self.beat()
-                finally:
-                    self.cond.acquire()
+                cls._armed[heart] = time.monotonic() + heart.interval
+                threading.Thread(target=heart.beat, name="durable-steps-beat", daemon=True).start()
+
+    @staticmethod
+    def _after_fork() -> None:  # the scheduler thread does not survive a fork
+        Heartbeat._cond = threading.Condition()
+        Heartbeat._armed = {}
+        Heartbeat._thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=Heartbeat._after_fork)

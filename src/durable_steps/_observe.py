@@ -60,7 +60,19 @@ def _tracing() -> bool:
 
 
 PREFIX = "durable_steps."
+_QUIET = contextlib.nullcontext()
 _written: ContextVar[list[int] | None] = ContextVar("durable_steps_written", default=None)
+
+
+def _tracer() -> Any:
+    """The tracer of the configured provider; None when opentelemetry-api is missing or
+    no SDK provider is configured (nothing would be recorded, so no span is made)."""
+    if not _tracing():
+        return None
+    provider = otel.get_tracer_provider()
+    if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
+        return None
+    return provider.get_tracer("durable_steps")
 
 
 def wrote(n: int) -> None:
@@ -90,7 +102,7 @@ class Observer:
     def __init__(self, run_id: str, store: object, workflow: str | None) -> None:
         self.run_id, self.workflow = run_id, workflow
         self.store_kind = type(getattr(store, "sync", store)).__name__
-        self.tracer = otel.get_tracer("durable_steps") if _tracing() else None
+        self.tracer = _tracer()
         self.span: Any = None
         self.step_span: Any = None
 
@@ -164,15 +176,24 @@ class Observer:
         else:
             log.info("run %r resumed at %s", self.run_id, where)
 
-    @contextlib.contextmanager
-    def step(self, index: int, name: str, attempt: int) -> Iterator[None]:
+    def step(self, index: int, name: str, attempt: int) -> contextlib.AbstractContextManager[None]:
         """Around one attempt of a step; the span stays open for the save that follows."""
+        return _QUIET if self.tracer is None else self._step(index, name, attempt)
+
+    def save(
+        self, cp: Checkpoint, *, beat: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
+        """Around one save (a claim, a step's result, a release; ``beat``: a heartbeat's,
+        from another thread or task, under the run's span)."""
+        if self.tracer is None and not log.isEnabledFor(logging.DEBUG):
+            return _QUIET
+        return self._save(cp, beat)
+
+    @contextlib.contextmanager
+    def _step(self, index: int, name: str, attempt: int) -> Iterator[None]:
         if self.step_span is not None:
             self.step_span.end()
             self.step_span = None
-        if self.tracer is None:
-            yield
-            return
         span = self.tracer.start_span(
             PREFIX + "step",
             attributes=self.attributes(
@@ -188,9 +209,7 @@ class Observer:
         self.step_span = span  # its save is part of it
 
     @contextlib.contextmanager
-    def save(self, cp: Checkpoint, *, beat: bool = False) -> Iterator[None]:
-        """Around one save (a claim, a step's result, a release; ``beat``: a heartbeat's,
-        from another thread or task, under the run's span)."""
+    def _save(self, cp: Checkpoint, beat: bool) -> Iterator[None]:
         holder: list[int] = []
         token = _written.set(holder)
         started = time.perf_counter()

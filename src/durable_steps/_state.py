@@ -128,7 +128,8 @@ class FrozenState(FrozenDict):
             changed[key] = freeze(value, f"[{key!r}]", run_id, 1)
         if not changed:
             return self
-        new = _state({**self, **changed})
+        height = max(self._height, 1 + max(map(_height, changed.values())))
+        new = _state({**self, **changed}, height)
         new._parent, new._delta = (
             self,
             Delta({k: v for k, v in changed.items() if k not in extended}, extended),
@@ -139,10 +140,12 @@ class FrozenState(FrozenDict):
 _MISSING = object()
 
 
-def _state(values: dict[str, Any]) -> FrozenState:
+def _state(values: dict[str, Any], height: int | None = None) -> FrozenState:
     s = FrozenState()
     dict.update(s, values)
-    s._height = max((_height(v) for v in values.values()), default=0) + 1
+    if height is None:
+        height = max(map(_height, values.values()), default=0) + 1
+    s._height = height
     s._parent = s._delta = s._stored_as = None
     return s
 
