@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
@@ -79,7 +80,8 @@ def no_docker_engine(host: str | None = None) -> str | None:
             reply = sock.recv(64)
     except OSError as exc:
         return f"{host}: {exc.strerror or exc}"
-    return None if reply.startswith(b"HTTP/") and b" 200 " in reply else f"{host} answered {reply!r}"
+    answered = reply.startswith(b"HTTP/") and b" 200 " in reply
+    return None if answered else f"{host} answered {reply!r}"
 
 
 # -- readiness -------------------------------------------------------------------------
@@ -172,7 +174,7 @@ def _ensure_image(client: Any, name: str, what: str, hint: str) -> None:
 def _tail(container: Any, lines: int = 30) -> str:
     try:
         out, err = container.get_logs()
-    except Exception as exc:  # noqa: BLE001 - the log is a hint; its absence must not hide the error
+    except Exception as exc:  # the log is a hint; its absence must not hide the error
         return f"(no container log: {_first_line(exc)})"
     text = (out + err).decode(errors="replace").splitlines()[-lines:]
     return "\n".join(["container log (last lines):", *text])
@@ -203,7 +205,7 @@ def start_emulator(name: str, seconds: float) -> Emulator:
             f"cosmos-emulator: the Docker engine at {docker_host()} answers /_ping, but the "
             f"Docker client cannot use it ({_first_line(exc)})"
         ) from exc
-    with client:
+    try:
         if not testcontainers_config.ryuk_disabled:
             _ensure_image(
                 client,
@@ -220,6 +222,8 @@ def start_emulator(name: str, seconds: float) -> Emulator:
             "check the tag, or set AZURE_COSMOS_EMULATOR_IMAGE to a vNext image that exists "
             "(e.g. ...azure-cosmos-emulator:vnext-latest)",
         )
+    finally:
+        client.close()
     if not testcontainers_config.ryuk_disabled:
         try:
             Reaper.get_instance()
@@ -254,7 +258,5 @@ def start_emulator(name: str, seconds: float) -> Emulator:
 
 
 def _stop_quietly(container: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):  # the error that brought us here is the one to report
         container.stop()
-    except Exception:  # noqa: S110, BLE001 - the error that brought us here is the one to report
-        pass

@@ -71,7 +71,8 @@ class CosmosEndpoint:
 
     def raw_container(self) -> Any:
         """The container through azure-cosmos directly, to check what the store wrote."""
-        return self._client().get_database_client(self.database).get_container_client(self.container)
+        database = self._client().get_database_client(self.database)
+        return database.get_container_client(self.container)
 
     def create(self, seconds: float = 0) -> None:
         """Create the database and the container if missing; retry 5xx for ``seconds``
@@ -95,10 +96,11 @@ class CosmosEndpoint:
 
     def _client(self) -> Any:
         from azure.cosmos import CosmosClient
+        from azure.identity import DefaultAzureCredential
 
         return CosmosClient(
             self.endpoint,
-            credential=self.key,
+            credential=self.key or DefaultAzureCredential(),
             connection_verify=self.verify_tls,
             enable_endpoint_discovery=False,
         )

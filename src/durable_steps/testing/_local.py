@@ -45,7 +45,7 @@ read.default = (account, req, res, ids) => {
     const key = partition.parsePartitionKey(partition.default(req), ids.docId);
     if (!collection.document(ids.docId, key).read()) {
       res.statusCode = 404;
-      return { code: "NotFound", message: "Entity with the specified id does not exist in the system." };
+      return { code: "NotFound", message: "Entity with the specified id does not exist." };
     }
   }
   return original(account, req, res, ids);
