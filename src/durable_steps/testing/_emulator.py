@@ -59,8 +59,8 @@ def docker_host() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def no_docker_engine(host: str | None = None) -> str | None:
-    """Why no Docker engine answers at ``host`` (None when one does), in at most 3 s.
+def no_docker_engine(host: str | None = None, seconds: float = 3) -> str | None:
+    """Why no Docker engine answers at ``host`` (None when one does), within ``seconds``.
     Only unix and tcp hosts are probed; for others docker-py finds out itself."""
     host = host or docker_host()
     url = urllib.parse.urlsplit(host)
@@ -74,7 +74,7 @@ def no_docker_engine(host: str | None = None) -> str | None:
         else:
             return None
         with sock:
-            sock.settimeout(3)
+            sock.settimeout(seconds)
             sock.connect(address)
             sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
             reply = sock.recv(64)

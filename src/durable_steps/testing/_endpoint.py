@@ -82,7 +82,7 @@ class CosmosEndpoint:
     def fresh(self) -> CosmosEndpoint:
         """A new, empty container in this database (delete it with ``drop()``)."""
         new = replace(self, container=unique("t"))
-        new.create()
+        new.create(30)
         return new
 
     def drop(self) -> None:
