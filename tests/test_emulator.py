@@ -153,6 +153,9 @@ def test_no_engine_is_found_without_docker_py_and_names_the_socket(tmp_path: Pat
     why = emu.no_docker_engine(f"unix://{tmp_path}/docker.sock")
     assert why is not None
     assert f"unix://{tmp_path}/docker.sock" in why and "No such file" in why
+    assert emu.no_docker_engine("npipe:////./pipe/no_engine") == (
+        "npipe:////./pipe/no_engine: no such pipe"
+    )
 
 
 def test_an_engine_that_never_answers_is_given_up_after_the_bound(tmp_path: Path) -> None:

@@ -167,7 +167,11 @@ def cosmos_emulator(request: pytest.FixtureRequest) -> Iterator[CosmosEndpoint]:
             cosmos.drop_database()  # the emulator outlives this session: leave nothing
         return
     if why := no_docker_engine():
-        _cannot_run(request, f"cosmos-emulator: no Docker engine answers here ({why})")
+        _cannot_run(
+            request,
+            f"cosmos-emulator: no Docker engine answers here ({why}); "
+            "set DOCKER_HOST if one listens elsewhere",
+        )
     try:
         emulator = start_emulator(emulator_image(), seconds)
     except EmulatorError as exc:

@@ -30,6 +30,7 @@ import contextlib
 import http.client
 import os
 import socket
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -56,14 +57,23 @@ def timeout() -> float:
 
 
 def docker_host() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    default = (
+        "npipe:////./pipe/docker_engine"
+        if sys.platform == "win32"
+        else "unix:///var/run/docker.sock"
+    )
+    return os.environ.get("DOCKER_HOST") or default
 
 
 def no_docker_engine(host: str | None = None, seconds: float = 3) -> str | None:
     """Why no Docker engine answers at ``host`` (None when one does), within ``seconds``.
-    Only unix and tcp hosts are probed; for others docker-py finds out itself."""
+    unix and tcp hosts are asked for /_ping, a Windows pipe must exist; for other
+    schemes (ssh) docker-py finds out itself."""
     host = host or docker_host()
     url = urllib.parse.urlsplit(host)
+    if url.scheme == "npipe":
+        pipe = url.path.replace("/", "\\")
+        return None if os.path.exists(pipe) else f"{host}: no such pipe"
     try:
         if url.scheme == "unix":
             sock = socket.socket(socket.AF_UNIX)
