@@ -1,4 +1,4 @@
-"""Backends for the contract suite, from one parametrised fixture.
+"""The contract suite's backends, built on the plugin users get (durable_steps.testing).
 
 file, memory                 the local stores
 cosmos-local                 CosmosStore over HTTP against @vercel/cosmosdb-server
@@ -6,6 +6,12 @@ cosmos-emulator              CosmosStore against the Azure Cosmos DB emulator co
 cosmos-live                  a real account, only when COSMOS_ENDPOINT is set
 *-async                      the async store of each, behind a thin sync facade so
                              the same test bodies run against it
+
+Which of file, memory, cosmos-local and cosmos-emulator run is the plugin's
+``--durable-backends`` (this project's default, in pyproject.toml: all four). The
+plugin gives ``cosmos_local`` and ``cosmos_emulator`` (session endpoints, a database
+of their own) and a fresh store per test (``open_store``: a Cosmos container per
+test, deleted after it).
 """
 
 from __future__ import annotations
@@ -13,10 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import threading
-import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -26,167 +29,34 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.testing import CosmosEndpoint, open_store, selected_backends
+from durable_steps.testing import _parametrized as parametrized
 
-from .servers import EMULATOR_KEY, ServerError, start_cosmosdb_server, stop
+pytest_plugins = ["pytester"]
 
-VNEXT_IMAGE = "mcr.microsoft.com/cosmosdb/linux/azure-cosmos-emulator:vnext-EN20250117"
+Cosmos = CosmosEndpoint
+"""The name the test modules know the plugin's endpoint by."""
 
-
-@dataclass
-class Cosmos:
-    """Where a Cosmos DB endpoint for tests lives and how to open stores on it."""
-
-    endpoint: str
-    key: str | None
-    verify_tls: bool = True
-    database: str = "durable-tests"
-    container: str = "checkpoints"
-
-    def env(self) -> dict[str, str]:
-        env = {
-            "DURABLE_STORE": "cosmos",
-            "COSMOS_ENDPOINT": self.endpoint,
-            "COSMOS_DATABASE": self.database,
-            "COSMOS_CONTAINER": self.container,
-            "COSMOS_VERIFY_TLS": str(self.verify_tls).lower(),
-        }
-        if self.key:
-            env["COSMOS_KEY"] = self.key
-        return env
-
-    def kwargs(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "database": self.database,
-            "container": self.container,
-            "verify_tls": self.verify_tls,
-            **extra,
-        }
-
-    def store(self, **extra: Any) -> ds.CosmosStore:
-        return ds.CosmosStore(self.endpoint, **self.kwargs(**extra))
-
-    def raw_container(self) -> Any:
-        """The container through azure-cosmos directly, to check what the store wrote."""
-        from azure.cosmos import CosmosClient
-
-        client = CosmosClient(
-            self.endpoint,
-            credential=self.key,
-            connection_verify=self.verify_tls,
-            enable_endpoint_discovery=False,
-        )
-        return client.get_database_client(self.database).get_container_client(self.container)
+COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
+if os.environ.get("COSMOS_ENDPOINT"):
+    COSMOS_BACKENDS.append("cosmos-live")
+BACKENDS = ["file", "memory", *COSMOS_BACKENDS]
+BACKENDS += [f"{b}-async" for b in BACKENDS]
+"""Every backend there can be; a run uses those of --durable-backends (and cosmos-live)."""
 
 
-# -- cosmos-local: the npm protocol server, a real process on loopback ----------------
+def _selected(config: pytest.Config, names: list[str]) -> list[str]:
+    chosen = selected_backends(config)
+    return [n for n in names if n.removesuffix("-async") in chosen or "cosmos-live" in n]
 
 
-@pytest.fixture(scope="session")
-def cosmos_local() -> Iterator[Cosmos]:
-    try:
-        proc, endpoint = start_cosmosdb_server()
-    except ServerError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    cosmos = Cosmos(endpoint, EMULATOR_KEY)
-    cosmos.store(create_if_missing=True).close()
-    yield cosmos
-    stop(proc)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for name, names in (("backend", BACKENDS), ("cosmos", COSMOS_BACKENDS)):
+        if name in metafunc.fixturenames and not parametrized(metafunc, name):
+            metafunc.parametrize(name, _selected(metafunc.config, names), indirect=True)
 
 
-# -- cosmos-emulator: the Azure Cosmos DB emulator container through testcontainers -----
-
-
-def _no_docker_engine() -> str | None:
-    """Why no Docker engine answers (None when one does), asked in at most 3 seconds."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if not host.startswith("unix://"):
-        return None  # tcp:// or ssh://: docker-py finds out itself
-    try:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(3)
-            sock.connect(host.removeprefix("unix://"))
-            sock.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
-            reply = sock.recv(64)
-    except OSError as exc:
-        return f"{host}: {exc.strerror or exc}"
-    return None if b" 200 " in reply else f"{host} answered {reply[:40]!r}"
-
-
-def _docker_or_skip(image: str) -> None:
-    if why := _no_docker_engine():
-        pytest.skip(
-            f"cosmos-emulator: no Docker engine answers here ({why}); "
-            "it runs wherever Docker does (see .github/workflows/ci.yml)"
-        )
-    import docker
-
-    with docker.from_env(timeout=300) as client:
-        try:
-            client.images.get(image)
-        except Exception:
-            try:
-                client.images.pull(image)
-            except Exception as exc:
-                pytest.skip(f"cosmos-emulator: cannot pull {image} ({type(exc).__name__})")
-
-
-def _wait_ready(url: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)  # the vnext emulator answers 5xx for a few seconds after start
-
-
-@pytest.fixture(scope="session")
-def cosmos_emulator() -> Iterator[Cosmos]:
-    if endpoint := os.environ.get("DURABLE_TEST_EMULATOR_ENDPOINT"):
-        # A running emulator, e.g. a CI service container.
-        cosmos = Cosmos(endpoint, EMULATOR_KEY, verify_tls=not endpoint.startswith("https"))
-        _retry_5xx(lambda: cosmos.store(create_if_missing=True).close())
-        yield cosmos
-        return
-    image = os.environ.get("AZURE_COSMOS_EMULATOR_IMAGE", VNEXT_IMAGE)
-    _docker_or_skip(image)
-    if "vnext" in image:
-        from testcontainers.core.container import DockerContainer
-
-        container = (
-            DockerContainer(image)
-            .with_exposed_ports(8081, 8080)
-            .with_env("ENABLE_EXPLORER", "false")
-            .with_command("--protocol http")
-        )
-        with container:
-            host = container.get_container_host_ip()
-            _wait_ready(f"http://{host}:{container.get_exposed_port(8080)}/ready", 120)
-            cosmos = Cosmos(f"http://{host}:{container.get_exposed_port(8081)}/", EMULATOR_KEY)
-            _retry_5xx(lambda: cosmos.store(create_if_missing=True).close())
-            yield cosmos
-    else:
-        from testcontainers.community.cosmosdb import CosmosDBNoSQLEndpointContainer
-
-        with CosmosDBNoSQLEndpointContainer(image=image) as legacy:
-            cosmos = Cosmos(legacy.url, legacy.key, verify_tls=False)
-            cosmos.store(create_if_missing=True).close()
-            yield cosmos
-
-
-def _retry_5xx(fn: Callable[[], None], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return fn()
-        except ds.StoreError as exc:
-            if (exc.status_code or 0) < 500 or time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+# -- cosmos-live: a real account ------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -199,15 +69,17 @@ def cosmos_live() -> Cosmos:
     )
 
 
-COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
-if os.environ.get("COSMOS_ENDPOINT"):
-    COSMOS_BACKENDS.append("cosmos-live")
-
-
-@pytest.fixture(params=COSMOS_BACKENDS)
-def cosmos(request: pytest.FixtureRequest) -> Cosmos:
-    """Every Cosmos DB endpoint that exists here."""
-    return request.getfixturevalue(request.param.replace("-", "_"))  # type: ignore[no-any-return]
+@pytest.fixture
+def cosmos(request: pytest.FixtureRequest) -> Iterator[Cosmos]:
+    """Every Cosmos DB endpoint that exists here, on a container of the test's own
+    (a real account's configured container, with fresh run ids)."""
+    base: Cosmos = request.getfixturevalue(request.param.replace("-", "_"))
+    if request.param == "cosmos-live":
+        yield base
+        return
+    fresh = base.fresh()
+    yield fresh
+    fresh.drop()
 
 
 # -- the async stores behind a sync facade ---------------------------------------------
@@ -240,8 +112,8 @@ class SyncFacade:
     def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
         return self._wait(self.aio.save(cp))  # type: ignore[no-any-return]
 
-    def delete(self, run_id: str, **kw: Any) -> bool:
-        return self._wait(self.aio.delete(run_id, **kw))  # type: ignore[no-any-return]
+    def delete(self, run_id: str, **options: Any) -> bool:
+        return self._wait(self.aio.delete(run_id, **options))  # type: ignore[no-any-return]
 
     def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
         async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
@@ -264,58 +136,56 @@ class Backend:
     """Store a raw document (a dict, or bytes for file stores) as run_id's checkpoint."""
 
 
+def _raw(doc: Any) -> bytes:
+    return doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+
+
 def _raw_file_writer(path: Path) -> Callable[[str, Any], None]:
     def write(run_id: str, doc: Any) -> None:
-        target = ds.FileStore(path).file_for(run_id)
-        target.write_bytes(doc if isinstance(doc, bytes) else json.dumps(doc).encode())
+        ds.FileStore(path).file_for(run_id).write_bytes(_raw(doc))
 
     return write
 
 
 def _raw_memory_writer(store: ds.MemoryStore) -> Callable[[str, Any], None]:
     def write(run_id: str, doc: Any) -> None:
-        store._runs[run_id] = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+        store._runs[run_id] = _raw(doc)
 
     return write
 
 
 def _raw_cosmos_writer(cosmos: Cosmos) -> Callable[[str, Any], None]:
-    container = cosmos.raw_container()
-
     def write(run_id: str, doc: Any) -> None:
         if isinstance(doc, bytes):
             doc = {"garbage": doc.decode(errors="replace")}
-        container.upsert_item({**(doc if isinstance(doc, dict) else {"value": doc}), "id": run_id})
+        body = {**(doc if isinstance(doc, dict) else {"value": doc}), "id": run_id}
+        cosmos.raw_container().upsert_item(body)
 
     return write
 
 
-BACKENDS = ["file", "memory", *COSMOS_BACKENDS]
-BACKENDS += [f"{b}-async" for b in BACKENDS]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path: Path, loop: asyncio.AbstractEventLoop
-) -> Iterator[Backend]:
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> Iterator[Backend]:
     name: str = request.param
     base, is_async = name.removesuffix("-async"), name.endswith("-async")
-    store: Any
-    if base == "file":
-        store = ds.AsyncFileStore(tmp_path) if is_async else ds.FileStore(tmp_path)
-        writer = _raw_file_writer(tmp_path)
-    elif base == "memory":
-        store = ds.AsyncMemoryStore() if is_async else ds.MemoryStore()
-        writer = _raw_memory_writer(store.sync if is_async else store)
-    else:
-        cosmos: Cosmos = request.getfixturevalue(base.replace("-", "_"))
-        store = (
-            ds.AsyncCosmosStore(cosmos.endpoint, **cosmos.kwargs()) if is_async else cosmos.store()
-        )
-        writer = _raw_cosmos_writer(cosmos)
-    facade = SyncFacade(store, loop) if is_async else store
-    yield Backend(name, facade, writer)
-    facade.close()
+    if base == "cosmos-live":
+        live: Cosmos = request.getfixturevalue("cosmos_live")
+        store: Any = live.async_store() if is_async else live.store()
+        facade = SyncFacade(store, loop) if is_async else store
+        yield Backend(name, facade, _raw_cosmos_writer(live))
+        facade.close()
+        return
+    with open_store(request, base, is_async=is_async) as opened:
+        if opened.path is not None:
+            writer = _raw_file_writer(opened.path)
+        elif opened.cosmos is not None:
+            writer = _raw_cosmos_writer(opened.cosmos)
+        else:
+            writer = _raw_memory_writer(opened.store.sync if is_async else opened.store)
+        facade = SyncFacade(opened.store, loop) if is_async else opened.store
+        yield Backend(name, facade, writer)
+        if is_async:
+            facade.close()
 
 
 @pytest.fixture

@@ -1,46 +1,25 @@
-"""Test servers started as real processes on loopback (shared by tests and benchmarks)."""
+"""Test servers started as real processes on loopback (shared by tests and benchmarks).
+
+The implementation is the plugin's (durable_steps.testing), so users, the suite and
+the benchmarks start the server the same way; this module keeps the benchmarks'
+import and resolves the npm package from this repository's node_modules.
+"""
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
+from durable_steps.testing import EMULATOR_KEY
+from durable_steps.testing._local import ServerError, ServerMissing, stop
+from durable_steps.testing._local import start_cosmosdb_server as _start
+
+__all__ = ["EMULATOR_KEY", "ROOT", "ServerError", "ServerMissing", "start_cosmosdb_server", "stop"]
+
 ROOT = Path(__file__).resolve().parents[1]
-# Microsoft publishes this key for every emulator; it opens nothing real.
-EMULATOR_KEY = (
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-)
-
-
-class ServerError(RuntimeError):
-    pass
 
 
 def start_cosmosdb_server() -> tuple[subprocess.Popen[str], str]:
-    """@vercel/cosmosdb-server (installed by `npm ci`, patched) over HTTP on a free
-    loopback port; returns the process and its endpoint once it says it is ready."""
-    cli = ROOT / "node_modules/@vercel/cosmosdb-server/lib/cli.js"
-    if not cli.exists() or shutil.which("node") is None:
-        raise ServerError(f"{cli} or node is missing: run scripts/setup (npm ci) first")
-    proc = subprocess.Popen(
-        ["node", str(cli), "-p", "0", "--host", "127.0.0.1", "--no-ssl"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "Ready to accept HTTP connections at 127.0.0.1:PORT"
-    match = re.search(r"Ready to accept HTTP connections at ([\d.]+):(\d+)", line)
-    if not match:
-        stop(proc)
-        raise ServerError(f"cosmosdb-server did not start: {line!r}")
-    return proc, f"http://{match[1]}:{match[2]}/"
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.kill()
-    proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
+    """@vercel/cosmosdb-server (installed by `npm ci`) over HTTP on a free loopback
+    port; returns the process and its endpoint once it says it is ready."""
+    return _start(ROOT)

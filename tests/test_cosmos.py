@@ -32,6 +32,9 @@ class CountingTransport(RequestsTransport):  # type: ignore[misc]
 def counted(cosmos: Cosmos) -> Iterator[tuple[ds.CosmosStore, CountingTransport]]:
     transport = CountingTransport()
     store = cosmos.store(transport=transport)
+    for thread in threading.enumerate():  # the SDK's startup health check (a GET /) runs
+        if thread.name == "cosmos-endpoint-refresh":  # in the background: let it finish
+            thread.join(30)
     transport.requests.clear()  # construction resolves the container once; not the hot path
     yield store, transport
     store.close()
