@@ -10,6 +10,8 @@ a method (and optionally a path fragment):
 - ``drop_answer(...)``: forward the request, wait for the server's whole answer, then
   close the client's connection without relaying it. The write landed; the client
   saw only a dropped connection (the case a read-back must settle).
+- ``drop_request(...)``: close the client's connection without forwarding: the
+  write never reached the server.
 - ``answer(...)``: answer with a given status and JSON body without forwarding, as a
   server that refuses an operation would (e.g. the vNext emulator's 400 for PATCH).
 
@@ -22,9 +24,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
+
+from durable_steps.testing import CosmosEndpoint
 
 
 @dataclass
@@ -52,11 +58,13 @@ class _Rule:
     times: int | None  # None: every matching request
     status: int = 0
     body: Any = None
+    then: Callable[[], object] | None = None
 
 
 class Proxy:
     def __init__(self, upstream: str) -> None:
         parts = urlsplit(upstream)
+        self.upstream_url = upstream
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.exchanges: list[Exchange] = []
         self._rules: list[_Rule] = []
@@ -70,10 +78,22 @@ class Proxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self._server.getsockname()[1]}/"
 
-    def drop_answer(self, method: str, path: str = "", times: int | None = 1) -> None:
-        """Forward matching requests, then drop the connection instead of the answer."""
+    def drop_answer(
+        self,
+        method: str,
+        path: str = "",
+        times: int | None = 1,
+        then: Callable[[], object] | None = None,
+    ) -> None:
+        """Forward matching requests, then drop the connection instead of the answer
+        (after calling ``then``, if given: something that happens meanwhile)."""
         with self._lock:
-            self._rules.append(_Rule(method, path, "drop", times))
+            self._rules.append(_Rule(method, path, "drop", times, then=then))
+
+    def drop_request(self, method: str, path: str = "", times: int | None = 1) -> None:
+        """Close the connection on matching requests without forwarding them."""
+        with self._lock:
+            self._rules.append(_Rule(method, path, "lose", times))
 
     def answer(
         self, method: str, status: int, body: Any, path: str = "", times: int | None = None
@@ -124,6 +144,9 @@ class Proxy:
                 rule = self._rule_for(exchange)
                 with self._lock:
                     self.exchanges.append(exchange)
+                if rule is not None and rule.action == "lose":
+                    exchange.fault = "lost"
+                    return
                 if rule is not None and rule.action == "answer":
                     payload = json.dumps(rule.body).encode()
                     exchange.status, exchange.fault = rule.status, "answered"
@@ -141,6 +164,8 @@ class Proxy:
                 exchange.answer_body = abody
                 if rule is not None and rule.action == "drop":
                     exchange.fault = "dropped"
+                    if rule.then is not None:
+                        rule.then()
                     return  # the write landed upstream; the client never hears of it
                 client.sendall(ahead + abody)
                 if not (keep and akeep):
@@ -227,3 +252,15 @@ def _exchange(head: bytes, body: bytes) -> Exchange:
     if method == "POST" and headers.get("x-ms-documentdb-isquery", "").lower() == "true":
         method = "QUERY"
     return Exchange(method, path, headers, len(head) + len(body), body)
+
+
+@contextmanager
+def in_front_of(cosmos: CosmosEndpoint) -> Iterator[tuple[CosmosEndpoint, Proxy]]:
+    """A fresh container on ``cosmos`` (an http endpoint), reached through a new Proxy:
+    the endpoint to open stores on, and the proxy. The container is deleted after."""
+    fresh = cosmos.fresh()
+    try:
+        with Proxy(fresh.endpoint) as proxy:
+            yield replace(fresh, endpoint=proxy.endpoint), proxy
+    finally:
+        fresh.drop()

@@ -140,7 +140,8 @@ def cause(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     first = lines[0] if lines else "no message"
-    return f"{type(exc).__name__}: {first[:200]}"
+    status = status_of(exc)
+    return f"{type(exc).__name__}: {f'{status} ' if status else ''}{first[:200]}"
 
 
 _HINTS = {
