@@ -103,8 +103,13 @@ class Proxy:
             self._rules.append(_Rule(method, path, "answer", times, status, body))
 
     def clear(self) -> None:
+        """Forget the exchanges recorded so far."""
         with self._lock:
             self.exchanges.clear()
+
+    def heal(self) -> None:
+        """Drop every fault not yet used up: forward everything from now on."""
+        with self._lock:
             self._rules.clear()
 
     def of(self, method: str, path: str = "") -> list[Exchange]:

@@ -92,7 +92,7 @@ def test_a_write_that_never_arrived_says_nothing_was_written(
     with pytest.raises(ds.StoreError, match=r"did not land.*nothing was written") as err:
         store.save(target)
     assert not isinstance(err.value, ds.ConflictError)
-    proxy.clear()
+    proxy.heal()
     loaded = store.load(run_id)
     assert (loaded.etag if loaded else None) == base.etag
 
@@ -134,7 +134,7 @@ def test_when_the_read_back_fails_too_the_outcome_is_unknown(
     with pytest.raises(ds.StoreError, match=r"outcome is unknown\. Load the run again") as err:
         store.save(target)
     assert "503" in str(err.value), str(err.value)
-    proxy.clear()
+    proxy.heal()
     loaded = store.load(run_id)
     assert loaded is not None and loaded.state == target.state
 
