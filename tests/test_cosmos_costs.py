@@ -180,6 +180,27 @@ def test_heartbeats_of_a_running_step_are_small_patches(
     assert len(final["blob"]) == 1_000_000
 
 
+def test_a_resumed_runs_claim_is_a_small_patch(proxied: tuple[Cosmos, Proxy], run_id: str) -> None:
+    """Resuming a run with 1 MB of state: one load, the claim as a PATCH of a few hundred
+    bytes (the store read that version), then the step's save."""
+    endpoint, proxy = proxied
+
+    def fail(state: Any) -> None:
+        raise RuntimeError("first attempt")
+
+    with endpoint.store() as store, pytest.raises(RuntimeError):
+        ds.run(
+            run_id, [ds.Step("a", lambda s: {"blob": "r" * 1_000_000}), ds.Step("b", fail)], store
+        )
+    with endpoint.store() as store:
+        proxy.clear()
+        final = ds.run(run_id, [ds.Step("a", lambda s: None), ds.Step("b", lambda s: None)], store)
+    methods = [(e.method, e.status) for e in proxy.exchanges if "/docs/" in e.path]
+    assert methods == [("GET", 200), ("PATCH", 200), ("PUT", 200)]
+    assert len(proxy.of("PATCH")[0].body) < 1024
+    assert len(final["blob"]) == 1_000_000
+
+
 # -- the numbers the README quotes --------------------------------------------------------
 
 
