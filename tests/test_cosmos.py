@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from azure.core.pipeline.transport import RequestsTransport
 
 import durable_steps as ds
 
-from .conftest import Cosmos
+from .conftest import Cosmos, SyncFacade
 from .proxy import Proxy, in_front_of
 
 
@@ -365,3 +366,24 @@ def test_listing_reports_unreadable_and_old_items_without_stopping(
         assert (v1.error, v1.status, v1.done, v1.step_name) == (None, "completed", True, "a")
         completed = {i.run_id for i in store.list_runs(status="completed")}
         assert completed == {f"{run_id}-v1"}  # unreadable items only in unfiltered listings
+
+
+def test_a_bad_run_id_sends_nothing_even_as_the_first_call(
+    proxied: tuple[Cosmos, Proxy], loop: asyncio.AbstractEventLoop
+) -> None:
+    """The run-id rules are checked before any I/O, also when the first call of an async
+    store would otherwise open its container."""
+    endpoint, proxy = proxied
+    store = SyncFacade(endpoint.async_store(), loop)
+    try:
+        proxy.clear()
+        for call in (
+            lambda: store.load("a/b"),
+            lambda: store.save(ds.Checkpoint("a/b", -1, {})),
+            lambda: store.delete("a/b"),
+        ):
+            with pytest.raises(ds.InvalidRunIdError):
+                call()
+        assert proxy.exchanges == []
+    finally:
+        store.close()

@@ -243,18 +243,20 @@ class AsyncCosmosStore(Cosmos):
         return self._container
 
     async def _do(self, program: Program[T]) -> T:
+        try:
+            call = next(program)  # the program checks its input before any I/O
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
         container = self._container or await self._open()
-        value: Any = None
-        error: AzureError | None = None
         while True:
-            try:
-                call = program.send(value) if error is None else program.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
             try:
                 value, error = await getattr(container, call.method)(**call.kwargs), None
             except AzureError as exc:
                 value, error = None, exc
+            try:
+                call = program.send(value) if error is None else program.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
 
     async def load(self, run_id: str) -> Checkpoint | None:
         return await self._do(self._load(run_id))

@@ -42,7 +42,6 @@ SYSTEM_RESERVE = 1024
 """Room left for the system properties the service adds to every item."""
 MAX_PATCH_OPERATIONS = 10
 """Cosmos DB's limit of operations in one partial update."""
-SYSTEM_FIELDS = frozenset({"_rid", "_self", "_etag", "_attachments", "_ts"})
 PAGE = 1000
 """Listing rows per page: a projected row is a few hundred bytes."""
 _KNOWN_RUNS = 1024
@@ -169,9 +168,8 @@ class Items:
         """Remember a loaded item's fields (the state excepted), for a partial update."""
         size, etag = item.get("size"), item.get("_etag")
         if isinstance(size, int) and not isinstance(size, bool) and isinstance(etag, str):
-            fields = {
-                k: self.dump(v) for k, v in item.items() if k != "state" and k not in SYSTEM_FIELDS
-            }
+            # The service's own properties start with "_" (ours never do): not ours to patch.
+            fields = {k: self.dump(v) for k, v in item.items() if k != "state" and k[:1] != "_"}
             self.known(str(item.get("id")), etag, fields, size)
 
     def forget(self, run_id: str) -> None:
