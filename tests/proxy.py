@@ -112,6 +112,12 @@ class Proxy:
         with self._lock:
             self._rules.clear()
 
+    def store_calls(self) -> list[Exchange]:
+        """The exchanges about databases, containers and items: without the account
+        reads (``GET /``) that the SDK's background health check sends when it likes."""
+        with self._lock:
+            return [e for e in self.exchanges if e.path.startswith("/dbs")]
+
     def of(self, method: str, path: str = "") -> list[Exchange]:
         """The recorded exchanges of ``method`` whose path contains ``path``."""
         with self._lock:

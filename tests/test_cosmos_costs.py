@@ -64,7 +64,8 @@ def listing_bytes(store: Any, proxy: Proxy, **filters: Any) -> tuple[int, int, i
     """Runs listed, bytes received and bytes sent by one listing."""
     proxy.clear()
     count = sum(1 for _ in store.list_runs(**filters))
-    return count, sum(e.received for e in proxy.exchanges), sum(e.sent for e in proxy.exchanges)
+    calls = proxy.store_calls()
+    return count, sum(e.received for e in calls), sum(e.sent for e in calls)
 
 
 @pytest.mark.slow
@@ -105,7 +106,7 @@ def test_a_heartbeat_is_a_partial_update_that_does_not_resend_the_state(
         )
         proxy.clear()
         renewed = store.save(beat)
-        (patch,) = proxy.exchanges
+        (patch,) = proxy.store_calls()
         assert (patch.method, patch.status) == ("PATCH", 200)
         assert patch.headers["if-match"] == cp.etag
         assert len(patch.body) < 512 and patch.sent < 2048 and patch.received < 1024
@@ -130,7 +131,7 @@ def test_a_changed_state_or_an_unknown_version_is_a_whole_replace(
     cp = store.save(replace(cp, lease_expires=1.0))  # a plain dict: unknown whether changed
     frozen = frozen_state(cp.state, run_id, stored_as=cp.etag)
     store.save(replace(cp, state=frozen.updated({"b": 2}, run_id)))
-    assert [e.method for e in proxy.exchanges] == ["PUT", "PUT"]
+    assert [e.method for e in proxy.store_calls()] == ["PUT", "PUT"]
 
 
 def test_a_service_that_refuses_patch_gets_replaces(
@@ -146,7 +147,7 @@ def test_a_service_that_refuses_patch_gets_replaces(
     for _ in range(2):
         state = frozen_state(cp.state, run_id, stored_as=cp.etag)
         cp = store.save(replace(cp, state=state, lease_expires=time.time() + 60, updated_at=None))
-    assert [(e.method, e.status) for e in proxy.exchanges] == [
+    assert [(e.method, e.status) for e in proxy.store_calls()] == [
         ("PATCH", 400),
         ("PUT", 200),
         ("PUT", 200),
@@ -195,7 +196,7 @@ def test_a_resumed_runs_claim_is_a_small_patch(proxied: tuple[Cosmos, Proxy], ru
     with endpoint.store() as store:
         proxy.clear()
         final = ds.run(run_id, [ds.Step("a", lambda s: None), ds.Step("b", lambda s: None)], store)
-    methods = [(e.method, e.status) for e in proxy.exchanges if "/docs/" in e.path]
+    methods = [(e.method, e.status) for e in proxy.store_calls() if "/docs/" in e.path]
     assert methods == [("GET", 200), ("PATCH", 200), ("PUT", 200)]
     assert len(proxy.of("PATCH")[0].body) < 1024
     assert len(final["blob"]) == 1_000_000
@@ -212,7 +213,7 @@ def growing_workload(endpoint: Cosmos, proxy: Proxy, run_id: str) -> list[tuple[
     with endpoint.store() as store:
         proxy.clear()
         ds.run(run_id, steps, store)
-    return [(e.method, e.sent, e.received) for e in proxy.exchanges if e.method != "GET"]
+    return [(e.method, e.sent, e.received) for e in proxy.store_calls() if e.method != "GET"]
 
 
 def test_on_the_growing_workload_answers_stay_small(
@@ -260,11 +261,11 @@ def main() -> None:  # pragma: no cover - prints the README's numbers
                     beat = replace(cp, lease_expires=time.time() + 60, updated_at=None)
                     proxy.clear()
                     cp = store.save(beat)  # a plain dict: the whole replace
-                    replaced = proxy.exchanges[-1]
+                    replaced = proxy.store_calls()[-1]
                     frozen = frozen_state(cp.state, rid, stored_as=cp.etag)
                     proxy.clear()
                     store.save(replace(cp, state=frozen, lease_expires=time.time() + 60))
-                    patched = proxy.exchanges[-1]
+                    patched = proxy.store_calls()[-1]
                     print(
                         f"heartbeat at {size:,} B of state: replace sends {replaced.sent:,} B "
                         f"(answer {replaced.received} B); patch sends {patched.sent:,} B "

@@ -67,10 +67,10 @@ def test_a_write_that_landed_is_a_success_though_its_answer_was_lost(
     proxy.clear()
     proxy.drop_answer(WRITES[write], "/docs")
     saved = store.save(target)
-    assert [e.status for e in proxy.exchanges if e.fault == "dropped"] == [
+    assert [e.status for e in proxy.store_calls() if e.fault == "dropped"] == [
         201 if write == "create" else 200
     ]
-    assert proxy.exchanges[-1].method == "GET"  # the read-back
+    assert proxy.store_calls()[-1].method == "GET"  # the read-back
     loaded = store.load(run_id)
     assert loaded is not None
     assert (loaded.etag, loaded.state, loaded.step) == (saved.etag, target.state, target.step)
