@@ -74,7 +74,7 @@ class Write:
 
 class Items:
     """Item bodies for one store: how its client serialises, and what it knows of the
-    items it last wrote or read (bounded, most recent first)."""
+    items it last wrote or read (their fields at an etag, for the last 1,024 runs)."""
 
     def __init__(self, escaped: bool, finished_ttl: int | None) -> None:
         self.escaped, self.finished_ttl = escaped, finished_ttl

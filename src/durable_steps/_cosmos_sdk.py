@@ -130,7 +130,10 @@ def missing_item(exc: BaseException) -> bool:
 
 
 def unseen(exc: AzureError) -> bool:
-    """Whether a write that raised ``exc`` may have landed all the same."""
+    """Whether a write that raised ``exc`` may have landed all the same (a credential
+    that yields no token fails before anything is sent)."""
+    if isinstance(exc, ClientAuthenticationError):
+        return False
     status = status_of(exc)
     return status is None or status in UNSEEN_STATUSES
 
