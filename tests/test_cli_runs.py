@@ -366,3 +366,19 @@ def test_progress_counts_long_work_outside_a_terminal() -> None:
         for _ in range(5):
             progress.advance()
     assert log.getvalue() == "deleting: 2 so far\ndeleting: 4 so far\n"
+
+
+def test_a_corrupt_run_can_be_deleted_to_start_over(tmp_path: Path) -> None:
+    """The way out that CorruptCheckpointError names works: runs delete RUN_ID removes
+    an unreadable checkpoint (there is no etag to check it against)."""
+    cli = Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path)})
+    store = ds.FileStore(tmp_path)
+    store.file_for("broken").write_bytes(b'{"trunc')
+    shown = cli("runs", "show", "broken")
+    assert shown.returncode == 1
+    assert "unreadable" in shown.stderr and len(shown.stderr.splitlines()) == 1
+    asked = cli("runs", "delete", "broken", input="n\n")
+    assert "delete run 'broken' (its checkpoint is unreadable)" in asked.stderr
+    done = cli("runs", "delete", "broken", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert store.load("broken") is None

@@ -1,8 +1,8 @@
 """The durable-steps command line: the group, its global options and the entry point.
 
-The commands live in their own modules: ``_cli_demo`` (demo), ``_cli_runs``
-(runs list/show/signal/delete/prune), ``_cli_ops`` (doctor, migrate, worker);
-``_cli_common`` holds what they share.
+The commands live in their own modules: ``_cli_demo`` (demo), ``_cli_runs`` (runs
+list/show), ``_cli_change`` (runs signal/delete/prune), ``_cli_ops`` (doctor,
+migrate, worker); ``_cli_common`` holds what they share.
 
 Errors are one line. ``main`` prints an error of ours (or of the operating system)
 as ``error: <its first line>`` on stderr and exits 1; a usage error (a bad
@@ -25,6 +25,7 @@ import sys
 
 import click
 
+from ._cli_change import runs_delete, runs_prune, runs_signal
 from ._cli_common import err, first_line, options, say
 from ._cli_demo import demo, demo_worker
 from ._cli_ops import doctor, migrate, worker
@@ -63,6 +64,8 @@ def cli(verbose: int, debug: bool) -> None:
 
 for command in (demo, demo_worker, runs, doctor, migrate, worker):
     cli.add_command(command)
+for command in (runs_signal, runs_delete, runs_prune):
+    runs.add_command(command)
 
 
 def configure_logging(verbose: int) -> None:
