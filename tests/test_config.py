@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 import durable_steps as ds
 from durable_steps._config import _settings, describe
@@ -231,3 +234,26 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
         assert getattr(ds, name) is not None
     assert isinstance(ds.FileStore(tmp_path), ds.Store)
     assert isinstance(ds.AsyncFileStore(tmp_path), ds.AsyncStore)
+
+
+def test_package_metadata_tells_the_truth() -> None:
+    """The declared license is the LICENSE file's, and the Python versions the package
+    claims are the ones CI tests, from requires-python up."""
+    root = Path(__file__).parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    license_text = (root / "LICENSE").read_text()
+    assert project["license"] == "MIT"
+    assert (
+        license_text.startswith("MIT License\n") and "Permission is hereby granted" in license_text
+    )
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
+    claimed = [
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
+    ci = yaml.safe_load((root / ".github/workflows/ci.yml").read_text())
+    tested = ci["jobs"]["test"]["strategy"]["matrix"]["python"]
+    assert claimed == tested
+    assert project["requires-python"] == f">={claimed[0]}"
+    assert project["authors"] and project["keywords"]
