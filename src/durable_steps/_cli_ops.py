@@ -43,7 +43,7 @@ def doctor() -> None:
 
     \b
       DURABLE_STORE=cosmos COSMOS_ENDPOINT=http://localhost:8081/ \\
-        COSMOS_CREATE_IF_MISSING=true durable-steps doctor
+        COSMOS_KEY=<the emulator's key> COSMOS_CREATE_IF_MISSING=true durable-steps doctor
     """
     ok = True
 
