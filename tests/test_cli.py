@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps import _cli_ops
 from durable_steps.testing import CosmosEndpoint
 
 from .clitools import CLEAN, SCRIPT, Cli, store_cli, unique
@@ -390,3 +391,49 @@ def test_version_and_python_m_are_the_same_program() -> None:
     module = Cli({}, argv=[sys.executable, "-m", "durable_steps"])("--version")
     assert script.stdout == module.stdout
     assert script.stdout.startswith("durable-steps, version ")
+
+
+class _Failing:
+    """A real file store whose saves fail like an unreachable backend after ``ok`` of them."""
+
+    def __init__(self, path: Path, ok: int) -> None:
+        self.store, self.ok = ds.FileStore(path), ok
+
+    def __enter__(self) -> _Failing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        if self.ok == 0:
+            raise ds.StoreError("cannot reach the store", status_code=None)
+        self.ok -= 1
+        return self.store.save(cp)
+
+
+def test_migrate_stops_when_the_target_store_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failure of a store itself (not of one run) stops migrate, which reports what it
+    copied and where it stopped, and exits 1; the runs after it are not tried."""
+    with ds.FileStore(tmp_path / "src") as src:
+        for run_id in ("a", "b", "c"):
+            ds.run(run_id, [ds.Step("s", lambda s: {"x": 1})], src)
+    target = _Failing(tmp_path / "dst", ok=1)
+    stores = {"env": ds.FileStore(tmp_path / "src"), "file:dst": target}
+    monkeypatch.setattr(_cli_ops, "store_for", stores.__getitem__)
+    with pytest.raises(SystemExit) as exit_:
+        _cli_ops.migrate.callback(target="file:dst", source="env", as_json=True)  # type: ignore[misc]
+    assert exit_.value.code == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["copied"], result["failed"]) == (["a"], [])
+    assert result["stopped"] == {
+        "run_id": "b",
+        "error": "StoreError",
+        "message": "cannot reach the store",
+    }
+    assert target.store.load("c") is None

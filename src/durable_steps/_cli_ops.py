@@ -128,9 +128,10 @@ def migrate(target: str, source: str, as_json: bool) -> None:
     }
     with store_for(source) as src, store_for(target) as dst, Progress("copying") as progress:
         where = f"from {src!r} to {dst!r}"
-        info: RunInfo | None = None
+        current = None  # the run being copied, if a store fails during its copy
         try:
             for info in src.list_runs():
+                current = info.run_id
                 try:
                     outcome = _copy(src, dst, info)
                 except (StoreError, ConfigurationError):
@@ -142,9 +143,10 @@ def migrate(target: str, source: str, as_json: bool) -> None:
                 else:
                     if outcome is not None:
                         result[outcome].append(info.run_id)
+                current = None
                 progress.advance()
         except (StoreError, ConfigurationError) as exc:
-            result["stopped"] = _failure(info.run_id if info else None, exc)
+            result["stopped"] = _failure(current, exc)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
