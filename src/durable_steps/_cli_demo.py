@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
@@ -91,7 +92,8 @@ def demo(
     attempts = []
     for n, kill_in in enumerate([None] if no_crash else [crash_at, None], start=1):
         if not as_json:
-            out.rule(f"attempt {n} (new process)")
+            # (a rule spans the console: outside a terminal that is 10,000 columns)
+            out.print(Rule(f"attempt {n} (new process)"), width=min(out.width, 100))
         a = _demo.attempt(run_id, step_seconds, env, kill_in, show)
         attempts.append(a)
         if a.killed:
