@@ -176,7 +176,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
     verb = "would delete" if dry_run else "deleted"
     count = len(done["matched" if dry_run else "deleted"])
     kept = f"; kept {len(done['kept'])} that changed since listed" if done["kept"] else ""
-    note(f"{verb} {count} {which} last updated before {when(cutoff)} (older than {older}){kept}")
+    note(f"{verb} {count:,} {which} last updated before {when(cutoff)} (older than {older}){kept}")
 
 
 def _prune_one(

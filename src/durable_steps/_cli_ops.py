@@ -185,7 +185,8 @@ def _why(exc: DurableError) -> str:
 
 
 def _report(result: dict[str, Any], where: str) -> None:
-    note(f"copied {len(result['copied'])} run(s) {where}; {len(result['identical'])} already there")
+    copied, there = len(result["copied"]), len(result["identical"])
+    note(f"copied {copied:,} run(s) {where}; {there:,} already there")
     if result["conflicts"]:
         shown = ", ".join(result["conflicts"][:10])
         more = f" and {len(result['conflicts']) - 10} more" if len(result["conflicts"]) > 10 else ""
