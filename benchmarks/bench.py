@@ -108,7 +108,7 @@ def cosmos_parts(
 
 
 def show(table: Table, quick: bool, seconds: float, base: Path, load: float) -> None:
-    out = Console(highlight=False, width=170)
+    out = Console(highlight=False, width=190)
     title = (
         f"durable-steps {ds.__version__} — {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, disk of {base.parent}, "

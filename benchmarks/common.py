@@ -105,7 +105,14 @@ def ms(seconds: float) -> str:
 def size(n: float) -> str:
     for unit, scale in (("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= scale:
-            return f"{n / scale:,.2f} {unit}"
+            v = n / scale
+            return (
+                f"{v:,.0f} {unit}"
+                if v >= 100
+                else f"{v:.1f} {unit}"
+                if v >= 10
+                else f"{v:.2f} {unit}"
+            )
     return f"{n:,.0f} B"
 
 

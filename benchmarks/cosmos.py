@@ -172,18 +172,18 @@ def saves(table: Table, wire: Wire) -> None:
     )
     sent = [steps[n - 1].delta["sent"] for n in SHOWN]
     received = [steps[n - 1].delta["received"] for n in SHOWN]
-    table.add("4", "bytes sent by the save of step 1 / 50 / 200", " / ".join(map(size, sent)))
+    table.add("4", "bytes sent by the saves of steps 1 / 50 / 200", " / ".join(map(size, sent)))
     posts = [
         prefer for method, _, prefer in wire.transport.log if method in ("POST", "PUT", "PATCH")
     ]
     minimal = posts.count("return=minimal")
     table.judge(
         "4",
-        "bytes received by the save of step 1 / 50 / 200",
+        "bytes received by those saves",
         " / ".join(map(size, received)),
         received[-1] / received[0],
         1.5,
-        note=f"ratio step 200 : 1; {minimal} of {len(posts)} writes sent Prefer: return=minimal",
+        note=f"step 200 : 1; Prefer: return=minimal on {minimal} of {len(posts)} writes",
     )
 
 
@@ -199,7 +199,7 @@ def loads(table: Table, wire: Wire, n: int) -> None:
     requests = sum(c.delta["requests"] for c in metered.calls)
     table.judge(
         "4",
-        f"requests per load ({n} loads of the finished 1 MB run)",
+        f"requests per load ({n} loads of the 1 MB run)",
         f"{requests / n:.2f}",
         requests / n,
         1,

@@ -115,11 +115,11 @@ def trivial(table: Table, base: Path, quick: bool) -> None:
         ms(step),
         step / floor_1kb,
         2.0,
-        note=f"ratio to append + fdatasync of 1 KB, same rounds: {ms(floor_1kb)}",
+        note=f"vs append + fdatasync of 1 KB, same rounds: {ms(floor_1kb)}",
     )
     table.add(
         "2",
         "  + once per run() call (load, claim, return)",
         ms(median(fixed)),
-        note=f"{median(fixed) / TRIVIAL_STEPS * 1000:.2f} ms per step over {TRIVIAL_STEPS} steps",
+        note=f"{median(fixed) / TRIVIAL_STEPS * 1000:.2f} ms a step over {TRIVIAL_STEPS} steps",
     )

@@ -162,7 +162,7 @@ def report(table: Table, store: str, n: int, got: dict[str, dict[str, Any]]) -> 
             f"{store}: list {n:,} runs, {how}",
             ms(r["seconds"]),
             note=f"peak memory +{size(r['memory'])}; {size(r['bytes'])} "
-            f"{'read' if store == 'FileStore' else 'received'}; {r['count']:,} runs seen",
+            f"{'read' if store == 'FileStore' else 'received'}; {r['count']:,} seen",
         )
     table.judge(
         "5",
@@ -170,8 +170,8 @@ def report(table: Table, store: str, n: int, got: dict[str, dict[str, Any]]) -> 
         f"{size(new['bytes'] / max(new['count'], 1))} a run",
         new["bytes"] / max(new["count"], 1) / STATE,
         0.25,
-        note=f"ratio: bytes a run : the 50 KB state; against the full scan: time "
-        f"{new['seconds'] / old['seconds']:.2f}x, bytes {new['bytes'] / max(old['bytes'], 1):.2f}x",
+        note=f"vs the 50 KB state; time {new['seconds'] / old['seconds']:.2f}x, "
+        f"bytes {new['bytes'] / max(old['bytes'], 1):.2f}x the full scan's",
     )
 
 
@@ -196,7 +196,7 @@ def save_scaling(table: Table, base: Path, full: Path, n: int, quick: bool) -> N
         ms(crowded),
         crowded / empty,
         1.3,
-        note=f"ratio to the same save in an empty store ({ms(empty)})",
+        note=f"vs an empty store: {ms(empty)}",
     )
     for s in stores.values():
         s.close()
