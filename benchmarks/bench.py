@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the files written")
     args = parser.parse_args()
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, width=160)
     table = Table(log=lambda line: err.print(line, markup=False))
     base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
     started, load = time.time(), os.getloadavg()[0]
