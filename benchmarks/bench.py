@@ -66,8 +66,10 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         if name in skip:
             return
         err.rule(title)
+        t0 = time.perf_counter()
         try:
             fn()
+            err.print(f"  ({time.perf_counter() - t0:.1f} s)")
         except Exception as exc:  # one broken part must not hide the others' numbers
             err.print(traceback.format_exc(), markup=False)
             number = title.split(".", maxsplit=1)[0]

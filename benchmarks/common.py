@@ -120,6 +120,16 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """Median seconds of ``repeat`` calls of ``fn``."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
 # -- what the kernel counted --------------------------------------------------------------
 
 
@@ -286,13 +296,3 @@ def text(i: int, n: int = STEP_TEXT) -> str:
     """``n`` characters of ASCII, different for every ``i`` (no two steps alike, so
     nothing is deduplicated or compressed away; ASCII, so no escaping inflates it)."""
     return random.Random(i).randbytes(n // 2).hex()
-
-
-@contextmanager
-def timer() -> Iterator[list[float]]:
-    out: list[float] = []
-    t0 = time.perf_counter()
-    try:
-        yield out
-    finally:
-        out.append(time.perf_counter() - t0)

@@ -22,7 +22,7 @@ from typing import Any
 
 import durable_steps as ds
 
-from .common import KB, Metered, StepClock, Table, median, ms, step_costs, text
+from .common import KB, Metered, StepClock, Table, median, median_time, ms, step_costs, text
 
 SIZES = (("1 KB", KB), ("100 KB", 100 * KB), ("1 MB", 1024 * KB))
 TRIVIAL_STEPS = 20
@@ -31,38 +31,36 @@ TRIVIAL_STEPS = 20
 def append_floor(directory: Path, data: bytes, repeat: int) -> float:
     """Median seconds of one append + fdatasync of ``data``."""
     fd = os.open(directory / f"append-{len(data)}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    times = []
+
+    def append() -> None:
+        os.write(fd, data)
+        os.fdatasync(fd)
+
     try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            os.write(fd, data)
-            os.fdatasync(fd)
-            times.append(time.perf_counter() - t0)
+        return median_time(append, repeat)
     finally:
         os.close(fd)
-    return median(times)
 
 
 def replace_floor(directory: Path, data: bytes, repeat: int) -> float:
     """Median seconds of write temp + fsync + rename + fsync(dir) of ``data``."""
     target, tmp = directory / f"replace-{len(data)}", directory / f"replace-{len(data)}.tmp"
     dir_fd = os.open(directory, os.O_RDONLY)
-    times = []
+
+    def replace() -> None:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        os.fsync(dir_fd)
+
     try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, target)
-            os.fsync(dir_fd)
-            times.append(time.perf_counter() - t0)
+        return median_time(replace, repeat)
     finally:
         os.close(dir_fd)
-    return median(times)
 
 
 def floors(table: Table, base: Path, quick: bool) -> None:
