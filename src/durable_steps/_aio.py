@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from itertools import islice
 from typing import Any
 
 from ._file import FileStore
@@ -29,12 +30,13 @@ class AsyncFileStore:
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return await asyncio.to_thread(self.sync.save, checkpoint)
 
-    async def delete(self, run_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.delete, run_id)
+    async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return await asyncio.to_thread(self.sync.delete, run_id, etag=etag)
 
-    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
-        for info in await asyncio.to_thread(lambda: list(self.sync.list_runs(**filters))):
-            yield info
+    def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
+        """The sync listing, pulled in chunks of ``_CHUNK`` runs per worker-thread call:
+        a stream, never the whole list. Bad filters raise here, before any I/O."""
+        return _chunked(self.sync.list_runs(**filters))
 
     async def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
@@ -44,6 +46,20 @@ class AsyncFileStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+_CHUNK = 100
+
+
+async def _chunked(listing: Iterator[RunInfo]) -> AsyncIterator[RunInfo]:
+    try:
+        while chunk := await asyncio.to_thread(lambda: list(islice(listing, _CHUNK))):
+            for info in chunk:
+                yield info
+    finally:
+        close = getattr(listing, "close", None)
+        if close is not None:
+            close()
 
 
 class AsyncMemoryStore:
