@@ -183,7 +183,7 @@ def test_the_next_new_file_of_a_run_replaces_its_crashed_temp(
 ) -> None:
     """A run's temp file has one name, so a crashed compaction's leftover is overwritten
     (then renamed) by the run's next compaction: no pile-up, whatever the crashes."""
-    monkeypatch.setattr(_journal, "COMPACT_MIN", 0)
+    monkeypatch.setattr(_journal, "compact_at", lambda base: 0)  # every save: a new snapshot
     cp = store.save(ds.Checkpoint("r", -1, {}))
     target = store.file_for("r")
     tmp = target.with_name(f".tmp-{target.name}")
