@@ -164,14 +164,16 @@ def test_permission_errors_name_the_path_and_the_fix(
 
     monkeypatch.setattr(_file.os, "open", open_)
     for call in (lambda: store.load("r"), lambda: store.delete("r")):
-        with pytest.raises(ds.StoreError, match="permission denied: give the user") as caught:
+        with pytest.raises(
+            ds.StoreError, match="Permission denied; fix the permissions: give the user"
+        ) as caught:
             call()
         assert target in str(caught.value)
         assert "run 'r'" in str(caught.value)
     (listed,) = store.list_runs()
     assert listed.run_id == Path(target).name
     assert listed.error is not None
-    assert "permission denied" in listed.error
+    assert "fix the permissions" in listed.error
     monkeypatch.undo()
     assert store.load("r") is not None
 

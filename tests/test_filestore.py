@@ -374,11 +374,11 @@ def test_async_listing_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.Mon
         return out
 
     assert asyncio.run(first_ten()) == [f"r{i:03}" for i in range(10)]
-    assert len(calls) == 1  # one chunk of 100 was read, not all 250
+    assert len(calls) == 2  # the directory, then one chunk of 100 runs: not all 250
 
     async def everything() -> int:
         return len([i async for i in ds.AsyncFileStore(tmp_path).list_runs()])
 
     calls.clear()
     assert asyncio.run(everything()) == 250
-    assert len(calls) == 3 + 1  # three chunks, then the empty one that ends it
+    assert len(calls) == 1 + 3 + 1  # the directory, three chunks, the empty one that ends it

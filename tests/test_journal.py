@@ -327,3 +327,16 @@ def test_a_stale_etag_writes_nothing(store: ds.FileStore) -> None:
     with pytest.raises(ds.ConflictError):
         store.save(replace(saved[-2].checkpoint, attempt=9, updated_at=None))
     assert target.read_bytes() == before
+
+
+def test_a_record_too_large_for_its_length_field_is_refused_before_io(
+    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's lengths have 8 hex digits (4 GiB); a larger one is StateTooLargeError,
+    and the stored checkpoint stays as it was (the limit is lowered here to test it)."""
+    cp = store.save(ds.Checkpoint("r", -1, {"a": 1}))
+    before = store.file_for("r").read_bytes()
+    monkeypatch.setattr(_journal, "MAX_RECORD", 1000)
+    with pytest.raises(ds.StateTooLargeError, match="does not fit a FileStore record"):
+        store.save(replace(cp, state={"a": "x" * 2000}))
+    assert store.file_for("r").read_bytes() == before

@@ -157,7 +157,7 @@ def test_windows_retries_a_replace_or_delete_that_meets_an_open_handle(
     tries.clear()
     monkeypatch.setattr(_platform.Windows, "attempts", 5)
     monkeypatch.setattr(_platform.os, "replace", busy(real_replace, 10**6))
-    with pytest.raises(ds.StoreError, match="permission denied"):
+    with pytest.raises(ds.StoreError, match="fix the permissions"):
         store.save(ds.Checkpoint("s", -1, {}))
     assert tries.count("replace") == 5
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from itertools import islice
 from typing import Any
 
 from ._file import FileStore
 from ._memory import MemoryStore
-from ._store import Checkpoint, RunInfo
+from ._store import Checkpoint, RunInfo, check_filters
 
 
 class AsyncFileStore:
@@ -33,10 +33,23 @@ class AsyncFileStore:
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         return await asyncio.to_thread(self.sync.delete, run_id, etag=etag)
 
-    def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
-        """The sync listing, pulled in chunks of ``_CHUNK`` runs per worker-thread call:
-        a stream, never the whole list. Bad filters raise here, before any I/O."""
-        return _chunked(self.sync.list_runs(**filters))
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        updated_before: float | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[RunInfo]:
+        """The sync listing, pulled in chunks of ``_CHUNK`` runs per worker-thread call
+        (the directory read included): a stream, never the whole list. Bad filters raise
+        here, before any I/O."""
+        check_filters(status, limit)
+        return _chunked(
+            lambda: self.sync.list_runs(
+                status=status, workflow=workflow, updated_before=updated_before, limit=limit
+            )
+        )
 
     async def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
@@ -51,7 +64,8 @@ class AsyncFileStore:
 _CHUNK = 100
 
 
-async def _chunked(listing: Iterator[RunInfo]) -> AsyncIterator[RunInfo]:
+async def _chunked(start: Callable[[], Iterator[RunInfo]]) -> AsyncIterator[RunInfo]:
+    listing = await asyncio.to_thread(start)
     try:
         while chunk := await asyncio.to_thread(lambda: list(islice(listing, _CHUNK))):
             for info in chunk:

@@ -84,8 +84,8 @@ _ADVICE = {
     errno.EDQUOT: "the disk quota is used up: free space or raise the quota, then retry",
     errno.EROFS: "the file system is read-only: remount it read-write, or point "
     "DURABLE_FILE_PATH at a writable directory",
-    errno.EACCES: "permission denied: give the user running this read and write access to "
-    "{store} (its files are private to the user that created them)",
+    errno.EACCES: "fix the permissions: give the user running this read and write access "
+    "to {store} (its files are private to the user that created them)",
     errno.EIO: "the disk reported an I/O error: check it (e.g. dmesg) before retrying",
     errno.EMFILE: "too many open files: raise the limit (ulimit -n)",
 }

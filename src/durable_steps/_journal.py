@@ -53,6 +53,7 @@ import re
 import zlib
 from typing import Any, NamedTuple
 
+from ._errors import StateTooLargeError
 from ._state import Delta
 from ._store import corrupt_error, dumps, loads
 
@@ -62,6 +63,7 @@ TAIL = 62
 COMPACT_RATIO = 4
 COMPACT_MIN = 64 * 1024
 """Files smaller than this are never compacted: a tiny state's log may hold many saves."""
+MAX_RECORD = 0xFFFFFFFF
 _HEAD = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
 _TAIL = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
 _WHOLE = ("state", "steps", "signals")
@@ -86,6 +88,15 @@ def is_journal(first: bytes) -> bool:
 
 def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
     m, b = dumps(meta), dumps(body)
+    if len(b) > MAX_RECORD or len(m) > MAX_RECORD:  # 8 hex digits of length
+        run_id = meta.get("run_id", "?")
+        raise StateTooLargeError(
+            f"run {run_id!r}: a checkpoint of {len(b):,} bytes does not fit a FileStore record "
+            f"(at most {MAX_RECORD:,}); keep large data in files and their paths in the state",
+            run_id=run_id,
+            size=len(b),
+            limit=MAX_RECORD,
+        )
     head = b"\x1eDSJ1 %08x %08x\n" % (len(m), len(b))
     tail = b"\n%s %08x %08x %08x " % (etag.encode(), len(m), len(b), zlib.crc32(m))
     crc = zlib.crc32(tail, zlib.crc32(b, zlib.crc32(m, zlib.crc32(head))))

@@ -107,8 +107,8 @@ class MacOS(Posix):
 class Windows:
     """Windows: msvcrt byte-range locks, no directory sync, replace retried."""
 
-    attempts = 40
-    """Tries of a replace or delete that meets a sharing violation (about a second)."""
+    attempts = 25
+    """Tries of a replace or delete that meets a sharing violation (over about a second)."""
 
     def lock(self, fd: int) -> None:
         delay = 0.0005
