@@ -301,31 +301,6 @@ def test_listing_skips_directories_and_vanished_files(
     assert sorted(i.run_id for i in store.list_runs()) == ["a", "c"]
 
 
-def test_listing_reads_the_last_record_not_the_state(
-    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With a 1 MB state, listing a journal reads its TAIL and its fields (a few hundred
-    bytes), and never the whole file."""
-    cp = store.save(ds.Checkpoint("big", -1, {"blob": "x" * 1_000_000}))
-    store.save(replace(cp, step=0, steps=("a",), workflow="w"))
-    read: list[int] = []
-    real_read_at = _journal.read_at
-
-    def read_at(fd: int, offset: int, n: int) -> bytes:
-        read.append(n)
-        return real_read_at(fd, offset, n)
-
-    def read_all(fd: int) -> bytes:
-        raise AssertionError("a listing read a whole file")
-
-    monkeypatch.setattr(_journal, "read_at", read_at)
-    monkeypatch.setattr(_journal, "read_all", read_all)
-    (info,) = store.list_runs()
-    assert (info.run_id, info.step_name, info.workflow) == ("big", "a", "w")
-    assert info.size > 1_000_000
-    assert sum(read) < 2_000
-
-
 def test_list_runs_is_a_generator_and_stops_at_the_limit(
     store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -288,25 +288,38 @@ def test_records_with_valid_checksums_but_bad_fields_are_corrupt(store: ds.FileS
 # -- what a save reads ----------------------------------------------------------------------
 
 
-def test_a_save_reads_the_files_end_not_the_file(
-    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A store that never loaded the run checks the etag from the last record alone; one
-    that wrote it last reads just the TAIL. Neither reads the whole file."""
-    cp = store.save(ds.Checkpoint("r", -1, {"blob": "x" * 1_000_000}))
-    cp = advance(store, replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag)), {"a": 1})
-    reads: list[int] = []
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The byte counts the journal reads from files; reading a whole file fails the test."""
+    counts: list[int] = []
     real_read_at = _journal.read_at
 
     def read_at(fd: int, offset: int, n: int) -> bytes:
-        reads.append(n)
+        counts.append(n)
         return real_read_at(fd, offset, n)
 
     def read_all(fd: int) -> bytes:
-        raise AssertionError("a save read the whole file")
+        raise AssertionError("a whole file was read")
 
     monkeypatch.setattr(_journal, "read_at", read_at)
     monkeypatch.setattr(_journal, "read_all", read_all)
+    return counts
+
+
+def big_run(store: ds.FileStore) -> ds.Checkpoint:
+    """A run with a 1 MB state: a snapshot, then one appended record."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "x" * 1_000_000}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    return advance(store, cp, {"a": 1}, step=0, steps=("a",), workflow="w")
+
+
+def test_a_save_reads_the_files_end_not_the_file(
+    store: ds.FileStore, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that never loaded the run checks the etag from the last record alone; one
+    that wrote it last reads just the TAIL. Neither reads the whole file."""
+    cp = big_run(store)
+    reads.clear()
     cp = advance(store, cp, {"b": 2})  # the store that wrote it last
     assert sum(reads) < 200
     reads.clear()
@@ -317,6 +330,19 @@ def test_a_save_reads_the_files_end_not_the_file(
     loaded = store.load("r")
     assert loaded is not None
     assert (loaded.attempt, loaded.state["b"]) == (2, 2)
+
+
+def test_a_listing_reads_the_last_records_fields_not_the_state(
+    store: ds.FileStore, reads: list[int]
+) -> None:
+    """With a 1 MB state, listing a journal reads its TAIL and its fields (a few hundred
+    bytes), never the state."""
+    big_run(store)
+    reads.clear()
+    (info,) = store.list_runs()
+    assert (info.run_id, info.step_name, info.workflow) == ("r", "a", "w")
+    assert info.size > 1_000_000
+    assert sum(reads) < 2_000
 
 
 def test_a_stale_etag_writes_nothing(store: ds.FileStore) -> None:
