@@ -44,6 +44,24 @@ and each writer first cuts off a torn tail, so records never follow a torn one.
 Compaction. When a save would grow the file beyond ``compact_at(base)`` (4x the
 size of its first record, at least ``COMPACT_MIN``), that save writes a new
 snapshot file instead of appending, so a load reads at most about 4x the state.
+
+Writing (``_file``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
+on Windows; across processes): read the etag from the last TAIL and compare it
+(the last record is checked in full unless this process wrote or read it; the
+whole file is read only after a torn save); cut a torn tail off; append the
+record; ``fdatasync`` -- the one sync of a save, after which it returns. A
+failed write or sync cuts the record off again. A new file (a run's first save,
+a compaction, an earlier version's file migrated) is written whole: temporary
+file, write, fsync, rename over the run's file, fsync of the directory
+(``_fileio.atomic_write``). Readers take no lock.
+
+Promised: after a process dies at any point, a load gives the last save that
+returned or the one in flight, whole, never a mix; after a power cut the same,
+as far as the disk honours its syncs (macOS: ``F_FULLFSYNC``; Windows:
+``FlushFileBuffers`` and no directory sync, NTFS journals its renames -- see
+``_platform``). Not promised: damage to the last record is taken for a torn save
+(that one save is lost); network file systems, whose locks and syncs may not
+mean what they mean on a local disk.
 """
 
 from __future__ import annotations
@@ -212,6 +230,17 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
         doc = meta
     doc |= {"steps": steps, "signals": signals, "state": state}
     return doc, records
+
+
+def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[Record] | None]:
+    """A run file's document (for ``_store.from_document``), its etag, and its records
+    (None for an earlier version's whole document)."""
+    if not is_journal(data):
+        doc = loads(data, run_id, where)
+        etag = doc.get("etag") if isinstance(doc, dict) else None
+        return doc, etag if isinstance(etag, str) else None, None
+    doc, records = replay(data, run_id, where)
+    return doc, records[-1].etag, records
 
 
 def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
