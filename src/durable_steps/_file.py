@@ -144,7 +144,7 @@ class FileStore:
         doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
         signals = _signals_key(checkpoint.signals)
         target = self.file_for(checkpoint.run_id)
-        with self._io("save", checkpoint.run_id, target, INTACT), self.lock(target):
+        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target):
             written = self._save_locked(target, checkpoint, doc, signals)
         wrote(written)
         return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
@@ -230,7 +230,7 @@ class FileStore:
                 if listed is None:
                     return False
                 target = listed
-            with self.lock(target):
+            with self._lock(target):
                 fd = open_existing(target, os.O_RDONLY)
                 if fd is None:
                     return False
@@ -303,7 +303,7 @@ class FileStore:
                 del self._known[next(iter(self._known))]
 
     @contextlib.contextmanager
-    def lock(self, file: Path, *, wait: bool = True) -> Iterator[bool]:
+    def _lock(self, file: Path, *, wait: bool = True) -> Iterator[bool]:
         """The run file's stripe lock, held across processes; yields False only when
         ``wait`` is False and another writer holds it."""
         match = _filelist.STRIPE.search(file.name)

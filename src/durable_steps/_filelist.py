@@ -142,7 +142,7 @@ def sweep(store: FileStore, tmp: Path) -> None:
     """Remove a temp file left by a crashed save, if no writer of its stripe is busy."""
     if not STRIPE.search(tmp.name):
         return
-    with contextlib.suppress(OSError), store.lock(tmp, wait=False) as free:
+    with contextlib.suppress(OSError), store._lock(tmp, wait=False) as free:
         if free:
             _platform.current.remove(str(tmp))
 
