@@ -74,6 +74,17 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def is_temp(fd: int) -> bool:
+    """Whether ``fd`` is a temp file of the store (a snapshot being written)."""
+    runs = os.path.join(sys.argv[1], "runs")
+    inode = os.fstat(fd).st_ino
+    return any(
+        os.stat(os.path.join(runs, n)).st_ino == inode
+        for n in os.listdir(runs)
+        if n.startswith(".tmp-")
+    )
+
+
 def arm(point: str, k: int, pipes: tuple[int, ...]) -> None:
     """Make this worker SIGKILL itself the k-th time it reaches ``point``."""
     seen = Counter[str]()
@@ -89,7 +100,7 @@ def arm(point: str, k: int, pipes: tuple[int, ...]) -> None:
     def write(fd: int, data: Any) -> int:
         if fd not in pipes and reached("write"):
             real_write(fd, bytes(data)[: rng.randrange(len(data))])
-            temp = ".tmp-" in os.readlink(f"/proc/self/fd/{fd}")
+            temp = is_temp(fd)
             real_write(pipes[0], b"T\n" if temp else b"A\n")  # a snapshot's or an append's
             die()
         return real_write(fd, data)

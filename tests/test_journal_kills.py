@@ -17,7 +17,7 @@ SERVER = str(Path(__file__).with_name("journal_server.py"))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform == "win32", reason="needs fork and SIGKILL (POSIX)")
+@pytest.mark.skipif(sys.platform == "win32", reason="needs fork and SIGKILL: POSIX only")
 def test_a_thousand_sigkills_never_lose_or_tear_a_checkpoint(tmp_path: Path) -> None:
     """After every kill the run loads at the last acknowledged step or the one after, with
     exact state and step names; runs complete; no temp file is left after a listing."""
