@@ -5,7 +5,8 @@
 Modes:
     crash-in-b      steps a, b, c; b calls os._exit(3) when CRASH=1 (after logging itself)
     async-crash-in-b  the same with run_async, async steps and async_store_from_env()
-    long N          N small steps, each adding key sN; for SIGKILL loops
+    long N          N small steps, each adding key sN; prints "ready" when its first step
+                    runs, so a SIGKILL loop can kill relative to that, not to start-up
     race K          K rounds of load, then save the next step; prints wins/conflicts as JSON
     many N          N separate runs named RUN_ID-0..N-1, three steps each
 Every step appends its name to $SIDE_EFFECTS (a side effect the test can count).
@@ -67,11 +68,18 @@ def main() -> None:
     elif mode == "async-crash-in-b":
         asyncio.run(async_crash_in_b(run_id))
     elif mode == "long":
-        n = int(sys.argv[3])
-        steps = [
-            ds.Step(f"s{i}", lambda s, i=i: (time.sleep(0.002), {f"s{i}": i})[1]) for i in range(n)
-        ]
-        ds.run(run_id, steps, store)
+        n, ready = int(sys.argv[3]), []
+
+        def step(i: int) -> ds.Step:
+            def fn(state: Any) -> dict[str, Any]:
+                if not ready:
+                    ready.append(print("ready", flush=True))
+                time.sleep(0.002)
+                return {f"s{i}": i}
+
+            return ds.Step(f"s{i}", fn)
+
+        ds.run(run_id, [step(i) for i in range(n)], store)
     elif mode == "race":
         wins, conflicts = [], 0
         while not os.path.exists(os.environ["GO"]):

@@ -141,6 +141,10 @@ def _raw(doc: Any) -> bytes:
 
 
 def _raw_file_writer(path: Path) -> Callable[[str, Any], None]:
+    """Raw documents as the file of their run in the layout of durable-steps 0.1 (one whole
+    JSON document, not a journal): FileStore keeps reading that layout, so the contract
+    tests of corrupt and old checkpoints hold for it."""
+
     def write(run_id: str, doc: Any) -> None:
         ds.FileStore(path).file_for(run_id).write_bytes(_raw(doc))
 

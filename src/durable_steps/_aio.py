@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from itertools import islice
 from typing import Any
 
 from ._file import FileStore
 from ._memory import MemoryStore
-from ._store import Checkpoint, RunInfo
+from ._store import Checkpoint, RunInfo, check_filters
 
 
 class AsyncFileStore:
@@ -29,12 +30,26 @@ class AsyncFileStore:
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return await asyncio.to_thread(self.sync.save, checkpoint)
 
-    async def delete(self, run_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.delete, run_id)
+    async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return await asyncio.to_thread(self.sync.delete, run_id, etag=etag)
 
-    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
-        for info in await asyncio.to_thread(lambda: list(self.sync.list_runs(**filters))):
-            yield info
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        updated_before: float | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[RunInfo]:
+        """The sync listing, pulled in chunks of ``_CHUNK`` runs per worker-thread call
+        (the directory read included): a stream, never the whole list. Bad filters raise
+        here, before any I/O."""
+        check_filters(status, limit)
+        return _chunked(
+            lambda: self.sync.list_runs(
+                status=status, workflow=workflow, updated_before=updated_before, limit=limit
+            )
+        )
 
     async def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
@@ -44,6 +59,21 @@ class AsyncFileStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+_CHUNK = 100
+
+
+async def _chunked(start: Callable[[], Iterator[RunInfo]]) -> AsyncIterator[RunInfo]:
+    listing = await asyncio.to_thread(start)
+    try:
+        while chunk := await asyncio.to_thread(lambda: list(islice(listing, _CHUNK))):
+            for info in chunk:
+                yield info
+    finally:
+        close = getattr(listing, "close", None)
+        if close is not None:
+            close()
 
 
 class AsyncMemoryStore:

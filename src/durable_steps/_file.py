@@ -1,85 +1,96 @@
-"""FileStore: one crash-safe JSON file per run in a local directory.
+"""FileStore: checkpoints as one journal per run in a local directory.
 
 Layout::
 
-    PATH/runs/<slug>-<hash>.json   one checkpoint per run (the run id is inside)
-    PATH/locks/<00..ff>.lock       flock stripes that serialise writers of a run
+    PATH/runs/<slug>-<hash>.json       the run's file: a journal, or one whole JSON
+                                       document if an earlier version wrote it
+    PATH/runs/.tmp-<slug>-<hash>.json  that file's next version while it is written
+    PATH/locks/<00..ff>.lock           lock stripes that serialise the writers of a run
 
-A save reads the run's current file, compares etags, then writes a temporary
-file in the same directory, flushes and fsyncs it, renames it over the old one
-and fsyncs the directory, all under the run's stripe lock (held across
-processes, not only threads). Readers need no lock: a rename is atomic, so they
-see the old checkpoint or the new one, never a mix. The cost of a save depends
-on that run's size only, never on how many runs the store holds.
+The run file's format, the torn-tail rule, compaction, what a save syncs and
+what is promised: ``_journal``. Durable new files, private modes and the
+``StoreError`` an ``OSError`` becomes: ``_fileio``. Listing, and files that no
+run claims: ``_filelist``. Locks, syncs and renames per operating system:
+``_platform``.
 
-POSIX only (fcntl). No promise on network file systems, whose fsync and flock
-may not mean what they mean on a local disk.
+A save (``_save_locked``) appends its record, or writes a new snapshot file when
+the run has no journal yet or when the journal has outgrown ``compact_at``. It
+touches its run's file and one lock file, whatever the number of runs. The
+temporary file has one name per run file, used only under that run's lock, so a
+crashed save's leftover is replaced by the run's next new file or removed by a
+listing.
+
+The store remembers, per run, what it last read or wrote (``_Known``: etag, file
+length, first record's length, step names, signals): a save on top of that etag
+writes only the step names and signals that are new, and trusts the file's end
+from its TAIL alone. When in doubt (another writer, another process), it writes
+them whole and checks the last record in full.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import json
 import os
 import re
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from ._errors import DurableError
+from . import _filelist, _platform
+from . import _journal as journal
+from ._fileio import (
+    GONE,
+    INTACT,
+    UNSURE,
+    WRITTEN,
+    NotDurableError,
+    atomic_write,
+    create_private,
+    make_dir,
+    open_existing,
+    os_error,
+    read_file,
+)
 from ._observe import wrote
+from ._state import delta_since, is_checked
 from ._store import (
     Checkpoint,
     RunInfo,
+    check_filters,
     check_run_id,
     conflict,
-    corrupt_error,
-    decode,
+    delete_conflict,
     dumps,
-    info_of,
-    matches,
+    from_document,
     to_document,
 )
 
 _STRIPES = 256
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
-_ETAG = re.compile(rb'\{"etag":"([0-9a-f]{24})"')
+_REMEMBERED = 1024
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+class _Known(NamedTuple):
+    """What this store last read or wrote of a run's file."""
+
+    etag: str
+    end: int
+    base: int
+    steps: tuple[str, ...]
+    signals: object  # frozen signals as they are, others as JSON (see _signals_key)
 
 
-def atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` so that a crash leaves the old file or the new, whole."""
-    fd, tmp = _mkstemp(target)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(target.parent)
+class _End(NamedTuple):
+    """The end of a run's file as a writer finds it under the lock."""
 
-
-def _mkstemp(target: Path) -> tuple[int, str]:
-    # A dot name that listing ignores, in the target's own directory so that
-    # os.replace is a rename within one file system.
-    tmp = target.parent / f".tmp-{secrets.token_hex(8)}-{target.name}"
-    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), str(tmp)
+    etag: str | None
+    end: int | None  # None: a whole document of an earlier version, not a journal
+    size: int
+    base: int
 
 
 class FileStore:
@@ -89,10 +100,13 @@ class FileStore:
         self.path = Path(path)
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
-        for d in (self.path, self._runs, self._locks):
-            if not d.is_dir():
-                d.mkdir(parents=True, exist_ok=True)
-                _fsync_dir(d.parent)
+        self._known: dict[str, _Known] = {}
+        self._files: dict[str, Path] = {}  # run id -> its file (a hash and a regex saved)
+        self._known_lock = threading.Lock()
+        self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
+        with self._io("open the store", None, self.path, ""):
+            for d in (self.path, self._runs, self._locks):
+                make_dir(d)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.path)!r})"
@@ -101,64 +115,176 @@ class FileStore:
         """The run's file: a readable slug plus a hash, so any valid run id (unicode,
         ``..``, 255 characters, ids differing only in case) maps to its own short
         name strictly inside the store, on case-insensitive file systems too."""
-        digest = hashlib.sha256(check_run_id(run_id).encode()).hexdigest()[:40]
-        slug = _UNSAFE.sub("_", run_id.lower()).strip("_")[:48]
-        return self._runs / f"{slug}-{digest}.json" if slug else self._runs / f"{digest}.json"
+        path = self._files.get(run_id)
+        if path is None:
+            digest = hashlib.sha256(check_run_id(run_id).encode()).hexdigest()[:40]
+            slug = _UNSAFE.sub("_", run_id.lower()).strip("_")[:48]
+            path = self._runs / (f"{slug}-{digest}.json" if slug else f"{digest}.json")
+            if len(self._files) >= _REMEMBERED:
+                self._files.clear()
+            self._files[run_id] = path
+        return path
+
+    # -- load and save ------------------------------------------------------------------
 
     def load(self, run_id: str) -> Checkpoint | None:
         target = self.file_for(run_id)
-        try:
-            raw = target.read_bytes()
-        except FileNotFoundError:
-            return None
-        return decode(raw, run_id, str(target))
+        with self._io("load", run_id, target, ""):
+            data = read_file(target)
+        if data is None:
+            return self._load_listed(run_id)
+        doc, etag, known = _parse(data, run_id, str(target))
+        cp = from_document(doc, run_id, etag, str(target))
+        if known is not None:
+            self._remember(run_id, known._replace(steps=cp.steps, signals=_signals_key(cp.signals)))
+        return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        target = self.file_for(checkpoint.run_id)
         etag = secrets.token_hex(12)
-        doc = to_document(checkpoint, etag=etag)
-        data = dumps(doc)  # fails on bad state before any lock or I/O
-        with self._lock(target):
-            self._check_etag(target, checkpoint)
-            atomic_write(target, data)
-        wrote(len(data))
+        doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
+        signals = _signals_key(checkpoint.signals)
+        target = self.file_for(checkpoint.run_id)
+        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target):
+            written = self._save_locked(target, checkpoint, doc, signals)
+        wrote(written)
         return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
-    def delete(self, run_id: str) -> bool:
-        """Remove the run's checkpoint; False if it had none."""
+    def _save_locked(
+        self, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
+    ) -> int:
+        meta = journal.meta_of(doc)
+        fd = open_existing(target, os.O_RDWR)
+        try:
+            end = None if fd is None else self._end(fd, cp.run_id, target)
+            if (end and end.etag) != cp.etag:
+                raise conflict(cp.run_id, cp.etag, end is None)
+            known = self._known.get(cp.run_id)
+            if known is not None and known.etag != cp.etag:
+                known = None
+            if fd is not None and end is not None and end.end is not None:
+                delta = delta_since(cp.state, cp.etag)
+                body = journal.body_of(
+                    doc,
+                    delta,
+                    None if known is None else known.steps,
+                    known is None or not (known.signals is signals or known.signals == signals),
+                )
+                record = journal.encode(meta, body, doc["etag"])
+                if end.end + len(record) <= journal.compact_at(end.base):
+                    self._append(fd, record, end, cp.run_id, target)
+                    new_end = end.end + len(record)
+                    self._remember(
+                        cp.run_id, _Known(doc["etag"], new_end, end.base, cp.steps, signals)
+                    )
+                    return len(record)
+        finally:
+            if fd is not None:
+                os.close(fd)  # before a rename over it: Windows refuses to replace an open file
+        snapshot = journal.encode(meta, journal.snapshot_body(doc), doc["etag"])
+        atomic_write(target, snapshot)
+        size = len(snapshot)
+        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals))
+        return size
+
+    def _end(self, fd: int, run_id: str, target: Path) -> _End:
+        """The etag and the end of the last valid record, reading the file's end only
+        (all of it only after a torn save, or for an earlier version's file)."""
+        size = os.fstat(fd).st_size
+        known = self._known.get(run_id)
+        if known is not None and known.end == size and journal.tail_etag(fd, size) == known.etag:
+            return _End(known.etag, size, size, known.base)
+        base = journal.first_length(fd)
+        if base is None:  # an earlier version's whole document (damage is raised here)
+            doc, etag, _ = _parse(journal.read_all(fd), run_id, str(target))
+            return _End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
+        last = journal.last_record(fd, size)
+        if last is not None:
+            return _End(last.etag, size, size, base)
+        records = journal.scan(journal.read_all(fd), run_id, str(target))
+        return _End(records[-1].etag, records[-1].end, size, base)
+
+    def _append(self, fd: int, record: bytes, end: _End, run_id: str, target: Path) -> None:
+        assert end.end is not None
+        try:
+            if end.size > end.end:
+                os.ftruncate(fd, end.end)  # the torn tail of a save that was killed
+            journal.write_at(fd, end.end, record)
+            _platform.current.sync_data(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, end.end)
+            except OSError:
+                raise os_error(exc, f"save run {run_id!r}", target, self.path, UNSURE) from exc
+            raise
+
+    # -- delete and list ----------------------------------------------------------------
+
+    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        """Remove the run's checkpoint; False if it had none. With ``etag``, only if the
+        run is still at that etag (else ``ConflictError``). ``run_id`` may also be the
+        name under which ``list_runs`` reported a file it could not read."""
         target = self.file_for(run_id)
-        with self._lock(target):
-            try:
-                target.unlink()
-            except FileNotFoundError:
-                return False
-            _fsync_dir(target.parent)
-            return True
+        with self._io("delete", run_id, target, " Nothing was deleted."):
+            if not os.path.lexists(target):
+                listed = _filelist.unreadable_file(self, run_id)
+                if listed is None:
+                    return False
+                target = listed
+            with self._lock(target):
+                fd = open_existing(target, os.O_RDONLY)
+                if fd is None:
+                    return False
+                try:
+                    if etag is not None and self._end(fd, run_id, target).etag != etag:
+                        raise delete_conflict(run_id)
+                finally:
+                    os.close(fd)
+                _platform.current.remove(str(target))
+                with contextlib.suppress(FileNotFoundError):
+                    _platform.current.remove(str(target.with_name(f".tmp-{target.name}")))
+                try:
+                    _platform.current.sync_dir(str(self._runs))
+                except OSError as exc:
+                    what = f"delete run {run_id!r}"
+                    raise os_error(exc, what, target, self.path, GONE) from exc
+        with self._known_lock:
+            self._known.pop(run_id, None)
+        return True
 
-    def list_runs(self, **filters: Any) -> Iterator[RunInfo]:
-        limit = filters.pop("limit", None)
-        found = (
-            i
-            for i in self._list()
-            if matches(i, **{"status": None, "workflow": None, "updated_before": None, **filters})
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        updated_before: float | None = None,
+        limit: int | None = None,
+    ) -> Iterator[RunInfo]:
+        """The runs, read one file at a time: of each, the last record's fields (never
+        its state). A file it cannot read is an entry with ``error`` set, named by its
+        file name (which ``load`` and ``delete`` accept). Removes stale temp files."""
+        check_filters(status, limit)
+        with self._io("list the runs in", None, self._runs, ""):
+            entries = sorted(os.scandir(self._runs), key=lambda e: e.name)
+        return _filelist.listing(
+            self,
+            entries,
+            status=status,
+            workflow=workflow,
+            updated_before=updated_before,
+            limit=limit,
         )
-        return islice(found, limit)
 
-    def _list(self) -> Iterator[RunInfo]:
-        for f in sorted(self._runs.glob("[!.]*.json")):
-            try:
-                raw = f.read_bytes()
-            except FileNotFoundError:
-                continue  # deleted while we listed
-            try:
-                run_id = _run_id_in(raw)
-                if run_id is None or self.file_for(run_id) != f:
-                    raise corrupt_error(f.name, str(f), "it does not name its run")
-                cp = decode(raw, run_id, str(f))
-            except DurableError as exc:
-                yield RunInfo(f.name, -1, None, False, f.stat().st_mtime, len(raw), None, str(exc))
-                continue
-            yield info_of(cp, len(raw))
+    def _load_listed(self, name: str) -> Checkpoint | None:
+        with self._io("load", name, self._runs / name, ""):
+            path = _filelist.unreadable_file(self, name)
+        if path is None:
+            return None
+        with self._io("load", name, path, ""):
+            data = read_file(path) or b""
+        _filelist.decode_file(self, path, data)  # raises what makes it unreadable, naming it
+        return None
+
+    # -- the rest -----------------------------------------------------------------------
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
@@ -169,36 +295,55 @@ class FileStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _remember(self, run_id: str, known: _Known) -> None:
+        with self._known_lock:
+            self._known.pop(run_id, None)
+            self._known[run_id] = known
+            if len(self._known) > _REMEMBERED:
+                del self._known[next(iter(self._known))]
+
     @contextlib.contextmanager
-    def _lock(self, target: Path) -> Iterator[None]:
-        stripe = int(target.stem[-2:], 16) % _STRIPES
-        fd = os.open(self._locks / f"{stripe:02x}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    def _lock(self, file: Path, *, wait: bool = True) -> Iterator[bool]:
+        """The run file's stripe lock, held across processes; yields False only when
+        ``wait`` is False and another writer holds it."""
+        match = _filelist.STRIPE.search(file.name)
+        path = self._stripes[int(match[1], 16) % _STRIPES if match else 0]
+        fd = open_existing(path, os.O_RDWR) or create_private(path)
+        platform = _platform.current
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            locked = True
+            if wait:
+                platform.lock(fd)
+            else:
+                locked = platform.try_lock(fd)
+            try:
+                yield locked
+            finally:
+                if locked:
+                    platform.unlock(fd)
         finally:
-            os.close(fd)  # closing releases the flock
+            os.close(fd)
 
-    def _check_etag(self, target: Path, checkpoint: Checkpoint) -> None:
+    @contextlib.contextmanager
+    def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> Iterator[None]:
         try:
-            with open(target, "rb") as f:
-                head = f.read(64)
-                # Our own files start {"etag":"<24 hex>"; reading the rest (a whole
-                # 1 MB state) just to compare versions would double a save's cost.
-                match = _ETAG.match(head)
-                current = match[1].decode() if match else None
-                if match is None:  # not our layout: read it all, reporting corruption
-                    current = decode(head + f.read(), checkpoint.run_id, str(target)).etag
-        except FileNotFoundError:
-            current = None
-        if current != checkpoint.etag:
-            raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
+            yield
+        except OSError as exc:
+            what = doing if run_id is None else f"{doing} run {run_id!r}"
+            if isinstance(exc, NotDurableError):
+                outcome = WRITTEN
+            raise os_error(exc, what, path, self.path, outcome) from exc
 
 
-def _run_id_in(raw: bytes) -> str | None:
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise corrupt_error("?", "a file in the store", f"not JSON ({exc})") from None
-    run_id = doc.get("run_id") if isinstance(doc, dict) else None
-    return run_id if isinstance(run_id, str) else None
+def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Known | None]:
+    """A run file's document and etag; for a journal also what a writer needs to know."""
+    doc, etag, records = journal.parse(data, run_id, where)
+    if not records:
+        return doc, etag, None
+    return doc, etag, _Known(records[-1].etag, records[-1].end, records[0].end, (), b"")
+
+
+def _signals_key(signals: Mapping[str, Any]) -> object:
+    """What tells whether the signals changed: frozen ones (the runner's) cannot change
+    in place, so they are kept as they are; others as their JSON."""
+    return signals if is_checked(signals) else dumps(dict(signals))

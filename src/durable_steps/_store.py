@@ -234,8 +234,11 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     return doc
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODER.encode(doc).encode()
 
 
 def loads(raw: bytes | str, run_id: str, where: str) -> Any:
@@ -353,6 +356,43 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         owner=cp.owner,
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
+    )
+
+
+def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> RunInfo:
+    """The listing entry of a checkpoint from its fields without state, step names and
+    signals (a document of ``to_document`` less those, plus ``step_name``): what a
+    store lists without reading the state. ``label`` names the run in errors."""
+    if not isinstance(meta, dict):
+        raise corrupt_error(label, where, "its fields are not a JSON object")
+    try:
+        if meta.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {meta.get('schema')!r}, expected {SCHEMA}")
+        run_id, step, attempt = meta.get("run_id"), meta.get("step"), meta.get("attempt")
+        if not isinstance(run_id, str):
+            raise TypeError("it does not name its run")
+        if not isinstance(step, int) or isinstance(step, bool) or step < -1:
+            raise TypeError(f"step is {step!r}")
+        if not isinstance(attempt, int) or isinstance(attempt, bool):
+            raise TypeError("attempt has the wrong type")
+        step_name, updated = _opt(meta, "step_name", str), _opt(meta, "updated_at", int | float)
+        extra = _fields_of_schema(SCHEMA, meta)
+    except (TypeError, ValueError) as exc:
+        raise corrupt_error(label, where, str(exc)) from None
+    return RunInfo(
+        run_id=run_id,
+        step=step,
+        step_name=step_name,
+        done=extra["status"] == "completed",
+        updated_at=updated,
+        size=size,
+        etag=etag,
+        status=extra["status"],
+        workflow=extra["workflow"],
+        lease_expires=extra["lease_expires"],
+        owner=extra["owner"],
+        waiting_for=extra["waiting_for"],
+        attempt=attempt,
     )
 
 

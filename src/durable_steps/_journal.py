@@ -1,0 +1,327 @@
+"""A run file as a journal: the record format, replay, and the torn-tail rule.
+
+Layout. A run file is a sequence of records. The first is a snapshot: the whole
+checkpoint. Each later record is one save: the checkpoint's fields and what
+changed in its state since the record before. Replaying the records in order
+gives the checkpoint; the etag of the last record is its etag.
+
+Record format (all lengths in bytes, numbers as lowercase hex)::
+
+    HEAD  "\\x1e" "DSJ1 " M " " B "\\n"             24 bytes; M, B: lengths of meta, body (8 hex)
+    meta  JSON object                              M bytes
+    body  JSON object                              B bytes
+    TAIL  "\\n" E " " M " " B " " MC " " C "\\n"    62 bytes; E: the save's etag (24 hex);
+                                                  MC: crc32 of meta; C: crc32 of the record
+                                                  from HEAD up to C (8 hex each)
+
+- meta: every field of the checkpoint except the state, the step names and the
+  signals, plus ``step_name`` (the last completed step's name). A listing reads
+  the last TAIL and this, never the state.
+- body: ``state`` (the whole state) or ``set`` (keys set to new values) and
+  ``extend`` (key -> items appended to a list); ``steps`` (all names) or
+  ``steps+`` (names appended); ``signals`` (all of them) when they changed. A
+  snapshot has ``state``, ``steps`` and ``signals``.
+- 0x1E (RS) starts every record and appears nowhere else: JSON escapes every
+  control character inside strings, and HEAD and TAIL hold only hex, spaces,
+  "DSJ1" and newlines. A file whose first byte is not 0x1E was written by an
+  earlier version (one whole JSON document) and is read as such.
+
+The torn-tail rule. Records are checked from the start (HEAD, lengths, TAIL, both
+checksums). At the first byte offset ``o`` where no valid record starts:
+
+- ``o == 0``: the first record is damaged: ``CorruptCheckpointError`` (it was
+  written whole to a temporary file and renamed, so no crash can tear it);
+- a valid record starts at some 0x1E after ``o``: damage before the tail:
+  ``CorruptCheckpointError``, never a silent rollback;
+- otherwise the bytes from ``o`` on are the torn tail of the one save that was not
+  acknowledged (a kill mid-append, or a power cut that kept part of it, or zeros):
+  they are ignored by readers and cut off by the next writer, under the run's
+  lock, before it appends.
+
+Only the last record can be torn: a save returns after its record is on disk,
+and each writer first cuts off a torn tail, so records never follow a torn one.
+
+Compaction. When a save would grow the file beyond ``compact_at(base)`` (4x the
+size of its first record, at least ``COMPACT_MIN``), that save writes a new
+snapshot file instead of appending, so a load reads at most about 4x the state.
+
+Writing (``_file``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
+on Windows; across processes): read the etag from the last TAIL and compare it
+(the last record is checked in full unless this process wrote or read it; the
+whole file is read only after a torn save); cut a torn tail off; append the
+record; ``fdatasync`` -- the one sync of a save, after which it returns. A
+failed write or sync cuts the record off again. A new file (a run's first save,
+a compaction, an earlier version's file migrated) is written whole: temporary
+file, write, fsync, rename over the run's file, fsync of the directory
+(``_fileio.atomic_write``). Readers take no lock.
+
+Promised: after a process dies at any point, a load gives the last save that
+returned or the one in flight, whole, never a mix; after a power cut the same,
+as far as the disk honours its syncs (macOS: ``F_FULLFSYNC``; Windows:
+``FlushFileBuffers`` and no directory sync, NTFS journals its renames -- see
+``_platform``). Not promised: damage to the last record is taken for a torn save
+(that one save is lost); network file systems, whose locks and syncs may not
+mean what they mean on a local disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from typing import Any, NamedTuple
+
+from ._errors import StateTooLargeError
+from ._state import Delta
+from ._store import corrupt_error, dumps, loads
+
+RS = b"\x1e"
+HEAD = 24
+TAIL = 62
+COMPACT_RATIO = 4
+COMPACT_MIN = 64 * 1024
+"""Files smaller than this are never compacted: a tiny state's log may hold many saves."""
+MAX_RECORD = 0xFFFFFFFF
+_HEAD = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
+_TAIL = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
+_WHOLE = ("state", "steps", "signals")
+
+
+class Record(NamedTuple):
+    start: int
+    end: int
+    etag: str
+    meta: bytes
+    body: bytes
+
+
+def compact_at(base: int) -> int:
+    """The size beyond which a file whose first record has ``base`` bytes is rewritten."""
+    return max(COMPACT_RATIO * base, COMPACT_MIN)
+
+
+def is_journal(first: bytes) -> bool:
+    return first[:1] == RS
+
+
+def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
+    m, b = dumps(meta), dumps(body)
+    if len(b) > MAX_RECORD or len(m) > MAX_RECORD:  # 8 hex digits of length
+        run_id = meta.get("run_id", "?")
+        raise StateTooLargeError(
+            f"run {run_id!r}: a checkpoint of {len(b):,} bytes does not fit a FileStore record "
+            f"(at most {MAX_RECORD:,}); keep large data in files and their paths in the state",
+            run_id=run_id,
+            size=len(b),
+            limit=MAX_RECORD,
+        )
+    head = b"\x1eDSJ1 %08x %08x\n" % (len(m), len(b))
+    tail = b"\n%s %08x %08x %08x " % (etag.encode(), len(m), len(b), zlib.crc32(m))
+    crc = zlib.crc32(tail, zlib.crc32(b, zlib.crc32(m, zlib.crc32(head))))
+    return b"".join((head, m, b, tail, b"%08x\n" % crc))
+
+
+def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """The record's meta: the document (``_store.to_document``) but its bulky parts."""
+    meta = {k: v for k, v in doc.items() if k not in _WHOLE and k != "etag"}
+    meta["step_name"] = doc["steps"][-1] if doc["steps"] else None
+    return meta
+
+
+def body_of(
+    doc: dict[str, Any], delta: Delta | None, steps: tuple[str, ...] | None, signals: bool
+) -> dict[str, Any]:
+    """A save's body: ``delta`` (None: the whole state); ``steps``: the names already
+    stored (None: unknown, write all); ``signals``: whether to write them."""
+    body: dict[str, Any] = {}
+    if delta is None:
+        body["state"] = doc["state"]
+    else:
+        if delta.set:
+            body["set"] = delta.set
+        if delta.extended:
+            body["extend"] = delta.extended
+    names = doc["steps"]
+    if steps is not None and tuple(names[: len(steps)]) == steps:
+        if len(names) > len(steps):
+            body["steps+"] = names[len(steps) :]
+    else:
+        body["steps"] = names
+    if signals:
+        body["signals"] = doc["signals"]
+    return body
+
+
+def snapshot_body(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: doc[k] for k in _WHOLE}
+
+
+def record_at(data: bytes, o: int) -> Record | None:
+    """The valid record starting at ``o`` in ``data``, or None."""
+    head = _HEAD.fullmatch(data, o, o + HEAD)
+    if head is None:
+        return None
+    m, b = int(head[1], 16), int(head[2], 16)
+    end = o + HEAD + m + b + TAIL
+    if end > len(data):
+        return None
+    tail = _TAIL.fullmatch(data, end - TAIL, end)
+    if tail is None or (tail[2], tail[3]) != (head[1], head[2]):
+        return None
+    meta = data[o + HEAD : o + HEAD + m]
+    if int(tail[4], 16) != zlib.crc32(meta):
+        return None
+    if int(tail[5], 16) != zlib.crc32(memoryview(data)[o : end - 9]):
+        return None
+    return Record(o, end, tail[1].decode(), meta, data[o + HEAD + m : end - TAIL])
+
+
+def scan(data: bytes, run_id: str, where: str) -> list[Record]:
+    """The file's valid records, applying the torn-tail rule (see the top)."""
+    records: list[Record] = []
+    o = 0
+    while o < len(data) and (rec := record_at(data, o)) is not None:
+        records.append(rec)
+        o = rec.end
+    if o < len(data):
+        if not records:
+            raise corrupt_error(run_id, where, "its first record is damaged")
+        p = data.find(RS, o + 1)
+        while p != -1:
+            if record_at(data, p) is not None:
+                raise corrupt_error(
+                    run_id, where, f"damaged at byte {o}, before records that are intact"
+                )
+            p = data.find(RS, p + 1)
+    return records
+
+
+def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[Record]]:
+    """The document the records add up to (``_store.from_document`` checks it), and them."""
+    records = scan(data, run_id, where)
+    doc: dict[str, Any] = {}
+    state: Any = None
+    steps: Any = None
+    signals: Any = {}
+    for rec in records:
+        meta, body = loads(rec.meta, run_id, where), loads(rec.body, run_id, where)
+        try:
+            if not isinstance(meta, dict) or not isinstance(body, dict):
+                raise TypeError("it is not a JSON object")
+            if "state" in body:
+                state = body["state"]
+            elif not isinstance(state, dict):
+                raise TypeError("it changes a state that no record before it holds")
+            else:
+                state.update(_object(body, "set"))
+                for key, items in _object(body, "extend").items():
+                    if not isinstance(state.get(key), list) or not isinstance(items, list):
+                        raise TypeError(f"it extends {key!r}, which is not a list")
+                    state[key].extend(items)
+            if "steps" in body:
+                steps = body["steps"]
+            elif body.get("steps+"):
+                if not isinstance(steps, list) or not isinstance(body["steps+"], list):
+                    raise TypeError("it adds step names to no list of them")
+                steps.extend(body["steps+"])
+            signals = body.get("signals", signals)
+        except (TypeError, ValueError) as exc:
+            raise corrupt_error(run_id, where, f"the record at byte {rec.start}: {exc}") from None
+        doc = meta
+    doc |= {"steps": steps, "signals": signals, "state": state}
+    return doc, records
+
+
+def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[Record] | None]:
+    """A run file's document (for ``_store.from_document``), its etag, and its records
+    (None for an earlier version's whole document)."""
+    if not is_journal(data):
+        doc = loads(data, run_id, where)
+        etag = doc.get("etag") if isinstance(doc, dict) else None
+        return doc, etag if isinstance(etag, str) else None, None
+    doc, records = replay(data, run_id, where)
+    return doc, records[-1].etag, records
+
+
+def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
+    value = body.get(key, {})
+    if not isinstance(value, dict):
+        raise TypeError(f"{key} is not a JSON object")
+    return value
+
+
+# -- reading a file's end without reading the file ------------------------------------
+
+
+def read_at(fd: int, offset: int, n: int) -> bytes:
+    """Up to ``n`` bytes at ``offset`` (lseek + read: Windows has no pread)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    chunks = []
+    while n > 0 and (chunk := os.read(fd, n)):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_all(fd: int) -> bytes:
+    """The whole file, read until its end (it may have grown since it was measured)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    size = max(os.fstat(fd).st_size, 0) + 1
+    while chunk := os.read(fd, size):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def write_at(fd: int, offset: int, data: bytes) -> None:
+    os.lseek(fd, offset, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def first_length(fd: int) -> int | None:
+    """The length of the file's first record (the last snapshot), from its HEAD."""
+    head = _HEAD.fullmatch(read_at(fd, 0, HEAD))
+    return None if head is None else HEAD + int(head[1], 16) + int(head[2], 16) + TAIL
+
+
+def tail_etag(fd: int, size: int) -> str | None:
+    """The etag in the TAIL that ends the file, unchecked (for a writer that knows the file)."""
+    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL)) if size >= HEAD + TAIL else None
+    return None if tail is None else tail[1].decode()
+
+
+def last_record(fd: int, size: int) -> Record | None:
+    """The record that ends the file, checked in full; None if the end is torn."""
+    last = _last(fd, size)
+    if last is None:
+        return None
+    rec = record_at(read_at(fd, last[0], size - last[0]), 0)
+    return None if rec is None else rec._replace(start=last[0], end=size)
+
+
+def last_meta(fd: int, size: int) -> tuple[bytes, str] | None:
+    """The meta and etag of the record that ends the file, reading only those (for a
+    listing: the body is not read, so only the meta's own checksum is checked); None if
+    the end does not look like a whole record."""
+    last = _last(fd, size)
+    if last is None:
+        return None
+    start, tail = last
+    head_meta = read_at(fd, start, HEAD + int(tail[2], 16))
+    head, meta = _HEAD.fullmatch(head_meta, 0, HEAD), head_meta[HEAD:]
+    if head is None or head[1] != tail[2] or int(tail[4], 16) != zlib.crc32(meta):
+        return None
+    return meta, tail[1].decode()
+
+
+def _last(fd: int, size: int) -> tuple[int, re.Match[bytes]] | None:
+    """Where the record that ends the file starts, by its TAIL, and the TAIL."""
+    if size < HEAD + TAIL:
+        return None
+    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL))
+    if tail is None:
+        return None
+    start = size - TAIL - int(tail[3], 16) - int(tail[2], 16) - HEAD
+    return (start, tail) if start >= 0 else None
