@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import Retry, Step, Workflow, _drive
+from durable_steps import Retry, Step, Workflow, _ops
 
 from .conftest import Backend
 
@@ -80,8 +80,8 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def asleep(seconds: float) -> None:
         seen.append(seconds)
 
-    monkeypatch.setattr(_drive, "_sleep", seen.append)
-    monkeypatch.setattr(_drive, "_asleep", asleep)
+    monkeypatch.setattr(_ops, "_sleep", seen.append)
+    monkeypatch.setattr(_ops, "_asleep", asleep)
     return seen
 
 

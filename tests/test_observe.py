@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import durable_steps as ds
-from durable_steps import Retry, Step, _drive
+from durable_steps import Retry, Step, _ops
 
 CHILD = str(Path(__file__).with_name("otel_child.py"))
 P = "durable_steps."
@@ -157,7 +157,7 @@ def test_log_lines_tell_the_story_of_a_run(
 ) -> None:
     """INFO for started, resumed, waiting and completed; WARNING for a retried and a failed
     step (with the error type), a refused lease and a taken-over lease; DEBUG per save."""
-    monkeypatch.setattr(_drive, "_sleep", lambda s: None)
+    monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     store = ds.MemoryStore()
     tries = iter([TimeoutError(), TimeoutError(), None])
@@ -205,7 +205,7 @@ def test_no_log_line_or_span_attribute_carries_state(
 ) -> None:
     """State values and state keys never appear in a log record or a span attribute, in
     success, retry, failure, waiting and invalid-state paths."""
-    monkeypatch.setattr(_drive, "_sleep", lambda s: None)
+    monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     key, value = "api_token_QZX", "s3cr3t-VALUE-8812"
     store = ds.MemoryStore()
