@@ -31,6 +31,9 @@ class Sync:
     def run(self, run_id: str, steps: list[Step], **kw: Any) -> dict[str, Any]:
         return ds.run(run_id, steps, self.store, **kw)
 
+    def start(self, w: Workflow, run_id: str, **kw: Any) -> dict[str, Any]:
+        return w.run(run_id, self.store, **kw)
+
     def recover(self, workflows: list[Workflow]) -> list[ds.Recovered]:
         return ds.recover(self.store, workflows)
 
@@ -50,6 +53,9 @@ class Async(Sync):
 
     def run(self, run_id: str, steps: list[Step], **kw: Any) -> dict[str, Any]:
         return asyncio.run(ds.run_async(run_id, steps, self.store, **kw))
+
+    def start(self, w: Workflow, run_id: str, **kw: Any) -> dict[str, Any]:
+        return asyncio.run(w.run_async(run_id, self.store, **kw))
 
     def recover(self, workflows: list[Workflow]) -> list[ds.Recovered]:
         return asyncio.run(ds.recover_async(self.store, workflows))
@@ -210,6 +216,16 @@ def test_a_stop_at_a_step_boundary_releases_without_counting_an_attempt(
     assert (cp.step, cp.status, cp.owner) == (0, "running", None)
     api.run(run_id, list(w.steps))
     assert seen == [("a", 1), ("b", 1)]
+
+
+@pytest.mark.parametrize("bad", [[], [("a", 1)], "x", 0])
+def test_a_workflow_input_must_be_a_json_object(api: Sync, run_id: str, bad: Any) -> None:
+    """input= that is not a JSON object (an empty list included) is refused before
+    anything runs or is written."""
+    w = Workflow("w", [Step("a", lambda s: None)])
+    with pytest.raises(ds.InvalidStateError, match="must be a dict"):
+        api.start(w, run_id, input=bad)
+    assert api.memory.load(run_id) is None
 
 
 # -- Retry ------------------------------------------------------------------------------

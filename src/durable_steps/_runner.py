@@ -75,7 +75,7 @@ class _Run:
         self.lease = float(lease)
         self.owner = default_owner() if owner is None else check_name(owner, "owner")
         self.workflow = workflow
-        self.input = frozen_state(input or {}, self.run_id)
+        self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
         self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input)
         self.obs = Observer(self.run_id, workflow)
