@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,29 +17,38 @@ from azure.core.pipeline.transport import RequestsTransport
 
 import durable_steps as ds
 
-from .conftest import Cosmos
+from .conftest import Cosmos, SyncFacade
+from .proxy import Proxy, in_front_of
 
 
 class CountingTransport(RequestsTransport):  # type: ignore[misc]
-    """Counts every HTTP request the SDK sends (retries included)."""
+    """Counts the HTTP requests the SDK sends (retries included) from the thread that
+    made this transport: the SDK's own background work (its startup health check, an
+    account refresh every few minutes, a GET /) runs in threads of its own and is not
+    the hot path's cost, so the count cannot depend on when that work happens."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.requests: list[str] = []
+        self.owner = threading.get_ident()
+        self.sent: list[tuple[int, str]] = []
 
     def send(self, request: Any, **kwargs: Any) -> Any:
-        self.requests.append(f"{request.method} {request.url}")
+        self.sent.append((threading.get_ident(), f"{request.method} {request.url}"))
         return super().send(request, **kwargs)
+
+    @property
+    def requests(self) -> list[str]:
+        return [r for thread, r in self.sent if thread == self.owner]
+
+    def clear(self) -> None:
+        self.sent.clear()
 
 
 @pytest.fixture
 def counted(cosmos: Cosmos) -> Iterator[tuple[ds.CosmosStore, CountingTransport]]:
     transport = CountingTransport()
     store = cosmos.store(transport=transport)
-    for thread in threading.enumerate():  # the SDK's startup health check (a GET /) runs
-        if thread.name == "cosmos-endpoint-refresh":  # in the background: let it finish
-            thread.join(30)
-    transport.requests.clear()  # construction resolves the container once; not the hot path
+    transport.clear()  # construction resolves the container once; not the hot path
     yield store, transport
     store.close()
 
@@ -187,3 +200,190 @@ def test_finished_runs_carry_the_ttl_unfinished_ones_do_not(cosmos: Cosmos, run_
 
         ds.run(run_id, [ds.Step("a", lambda s: None), ds.Step("b", look)], store)
     assert container.read_item(run_id, partition_key=run_id)["ttl"] == 86400
+
+
+# -- what a save sends and receives ---------------------------------------------------
+
+
+@pytest.fixture
+def proxied(cosmos_local: Cosmos) -> Iterator[tuple[Cosmos, Proxy]]:
+    with in_front_of(cosmos_local) as pair:
+        yield pair
+
+
+def test_writes_ask_for_no_echo_and_their_answers_carry_no_state(
+    proxied: tuple[Cosmos, Proxy], run_id: str
+) -> None:
+    """Create and replace send "Prefer: return=minimal"; the answer is headers only (a
+    few hundred bytes), with the new etag, however large the state."""
+    endpoint, proxy = proxied
+    state = {"doc": "x" * 100_000}
+    with endpoint.store() as store:
+        proxy.clear()
+        v1 = store.save(ds.Checkpoint(run_id, -1, state))
+        v2 = store.save(replace(v1, step=0, steps=("a",), state={**state, "more": 1}))
+        loaded = store.load(run_id)
+    writes = proxy.of("POST", "/docs") + proxy.of("PUT", "/docs/")
+    assert [w.status for w in writes] == [201, 200]
+    for w in writes:
+        assert w.headers.get("prefer") == "return=minimal"
+        assert w.answer_body == b""
+        assert w.received < 1000
+        assert w.sent > 100_000
+    assert writes[1].answer_headers["etag"] == v2.etag
+    assert loaded is not None and loaded.etag == v2.etag != v1.etag
+
+
+def test_the_2mb_check_measures_the_bytes_sent_for_non_ascii_state(
+    proxied: tuple[Cosmos, Proxy], run_id: str
+) -> None:
+    """With compact UTF-8 writes (azure-cosmos 4.17+) a state of 1,000,000 'é' is sent as
+    2 MB of UTF-8, not 6 MB of \\uXXXX escapes; the item's size is the body's length."""
+    endpoint, proxy = proxied
+    text = "é" * 1_000_000
+    with endpoint.store() as store:
+        proxy.clear()
+        store.save(ds.Checkpoint(run_id, -1, {"text": text}))
+        loaded = store.load(run_id)
+        (sent,) = proxy.of("POST", "/docs")
+        assert len(sent.body) <= 2 * 1024 * 1024 - 1024
+        assert json.loads(sent.body)["size"] == len(sent.body)
+        with pytest.raises(ds.StateTooLargeError) as err:
+            store.save(replace(loaded, state={"text": text + "é" * 50_000}))  # type: ignore[arg-type]
+    assert err.value.size > err.value.limit
+    assert len(proxy.of("PUT")) == 0
+    assert loaded is not None and loaded.state["text"] == text
+
+
+def test_escaped_writes_are_measured_escaped(proxied: tuple[Cosmos, Proxy], run_id: str) -> None:
+    """A client that escapes non-ASCII (compact writes off) is measured as it sends: 'é'
+    counts 6 bytes, so 400,000 of them (800 KB of UTF-8) are refused before sending."""
+    endpoint, proxy = proxied
+    with endpoint.store(enable_compact_utf8_item_writes=False) as store:
+        proxy.clear()
+        saved = store.save(ds.Checkpoint(run_id, -1, {"text": "é" * 300_000}))
+        (sent,) = proxy.of("POST", "/docs")
+        assert b"\\u00e9" in sent.body
+        assert json.loads(sent.body)["size"] == len(sent.body) > 1_800_000
+        with pytest.raises(ds.StateTooLargeError, match="bytes as sent"):
+            store.save(replace(saved, state={"text": "é" * 400_000}))
+    assert len(proxy.of("PUT")) == 0
+
+
+# -- errors that say what happened ----------------------------------------------------
+
+
+def test_a_deleted_container_is_not_a_deleted_run(cosmos: Cosmos, run_id: str) -> None:
+    """404 with sub-status 1003 (the container is gone) on a replace is a StoreError
+    saying so, not "the run was deleted meanwhile"; a load says the same, never None."""
+    gone = cosmos.fresh()
+    with gone.store() as store:
+        cp = store.save(ds.Checkpoint(run_id, -1, {}))
+        gone.drop()
+        with pytest.raises(ds.StoreError, match="container does not exist") as err:
+            store.save(replace(cp, step=0, steps=("a",)))
+        assert not isinstance(err.value, ds.ConflictError)
+        assert err.value.status_code == 404
+        with pytest.raises(ds.StoreError, match="container does not exist"):
+            store.load(run_id)
+
+
+def test_a_key_that_is_not_base64_is_refused_before_any_request() -> None:
+    """A malformed COSMOS_KEY is a ConfigurationError naming COSMOS_KEY (not the key),
+    raised before any request: nothing listens on the endpoint here."""
+    key = "this is not base64!"
+    env = {"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "http://127.0.0.1:9/", "COSMOS_KEY": key}
+    for make in (
+        lambda: ds.store_from_env(env),
+        lambda: ds.CosmosStore("http://127.0.0.1:9/", key=key),
+        lambda: ds.AsyncCosmosStore("http://127.0.0.1:9/", key=key),
+    ):
+        with pytest.raises(ds.ConfigurationError, match="COSMOS_KEY is not an account key") as err:
+            make()
+        assert err.value.variable == "COSMOS_KEY"
+        assert key not in str(err.value) and "base64!" not in str(err.value)
+
+
+def test_entra_id_over_http_is_a_configuration_error() -> None:
+    """Without a key over http://, the error says Entra ID tokens need https (emulators
+    take their key) before anything is sent, instead of "cannot reach"."""
+    for make in (
+        lambda: ds.store_from_env({"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "http://h:1/"}),
+        lambda: ds.CosmosStore("http://127.0.0.1:9/", credential=object()),
+        lambda: ds.AsyncCosmosStore("http://127.0.0.1:9/"),
+    ):
+        with pytest.raises(ds.ConfigurationError, match=r"only over https.*set COSMOS_KEY") as err:
+            make()
+        assert err.value.variable == "COSMOS_ENDPOINT"
+
+
+def test_without_azure_cosmos_the_backend_raises_missing_extra_error() -> None:
+    """Importing the Cosmos backend without azure-cosmos raises MissingExtraError, a
+    ConfigurationError and an ImportError whose message has the pip command."""
+    code = (
+        "import sys; sys.modules['azure.cosmos'] = None\n"
+        "import durable_steps as ds\n"
+        "try:\n  import durable_steps._cosmos\n"
+        "except ds.MissingExtraError as e:\n"
+        "  print(isinstance(e, ds.ConfigurationError), isinstance(e, ImportError), e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("True True ")
+    assert "pip install 'durable-steps[cosmos]'" in out.stdout
+
+
+# -- listing ------------------------------------------------------------------------------
+
+
+def test_listing_reports_unreadable_and_old_items_without_stopping(
+    cosmos: Cosmos, run_id: str
+) -> None:
+    """An item no checkpoint of ours could be is listed with its error; a schema-1 item
+    is listed with its derived status; neither stops the listing or hides the others."""
+    raw = cosmos.raw_container()
+    raw.upsert_item({"id": f"{run_id}-junk", "garbage": True})
+    raw.upsert_item({"id": f"{run_id}-future", "run_id": f"{run_id}-future", "schema": 99})
+    raw.upsert_item(
+        {
+            "id": f"{run_id}-v1",
+            "run_id": f"{run_id}-v1",
+            "schema": 1,
+            "step": 0,
+            "steps": ["a"],
+            "done": True,
+            "state": {},
+            "updated_at": 1.0,
+        }
+    )
+    with cosmos.store() as store:
+        store.save(ds.Checkpoint(f"{run_id}-ok", -1, {}))
+        infos = {i.run_id.removeprefix(f"{run_id}-"): i for i in store.list_runs()}
+        assert set(infos) == {"junk", "future", "v1", "ok"}
+        assert infos["junk"].error and "unreadable" in infos["junk"].error
+        assert infos["future"].error and "upgrade durable-steps" in infos["future"].error
+        assert infos["ok"].error is None and infos["ok"].size > 0
+        v1 = infos["v1"]
+        assert (v1.error, v1.status, v1.done, v1.step_name) == (None, "completed", True, "a")
+        completed = {i.run_id for i in store.list_runs(status="completed")}
+        assert completed == {f"{run_id}-v1"}  # unreadable items only in unfiltered listings
+
+
+def test_a_bad_run_id_sends_nothing_even_as_the_first_call(
+    proxied: tuple[Cosmos, Proxy], loop: asyncio.AbstractEventLoop
+) -> None:
+    """The run-id rules are checked before any I/O, also when the first call of an async
+    store would otherwise open its container."""
+    endpoint, proxy = proxied
+    store = SyncFacade(endpoint.async_store(), loop)
+    try:
+        proxy.clear()
+        for call in (
+            lambda: store.load("a/b"),
+            lambda: store.save(ds.Checkpoint("a/b", -1, {})),
+            lambda: store.delete("a/b"),
+        ):
+            with pytest.raises(ds.InvalidRunIdError):
+                call()
+        assert proxy.exchanges == []
+    finally:
+        store.close()

@@ -5,12 +5,20 @@ Install it where your tests run: ``npm install --save-dev @vercel/cosmosdb-serve
 (Node.js 20+). Node.js resolves it the usual way from the directory pytest runs in
 (``node_modules`` there or above it, or ``NODE_PATH``).
 
-Version 1.0.1 answers a point read of a missing document with 500 (its handler
-dereferences the document it did not find); the service and the emulator answer 404.
-The server is therefore started through a small wrapper (``_WRAPPER``) that answers
-404 for a missing document before the original handler runs, so no patch of
-``node_modules`` is needed. The wrapper also ends the server when its stdin closes,
-so a killed pytest leaves no server behind.
+The server is started through a small wrapper (``_WRAPPER``) around its request
+handlers, so that it answers as the real service does where version 1.0.1 does not
+(no patch of ``node_modules`` is needed):
+
+- a point read of a missing document: 404 (1.0.1 answers 500, dereferencing the
+  document it did not find);
+- any document operation in a container (or database) that does not exist: 404 with
+  sub-status 1003, "owner resource not found" (1.0.1 answers a bare 404 or 500);
+- a write sent with ``Prefer: return=minimal`` (``no_response=True`` in azure-cosmos):
+  its status and ``etag`` header and no body (1.0.1 echoes the item whatever the
+  client asked), so a test can see that a save's answer carries no state.
+
+The wrapper also ends the server when its stdin closes, so a killed pytest leaves no
+server behind.
 """
 
 from __future__ import annotations
@@ -28,11 +36,15 @@ try { require.resolve(pkg + "/package.json"); } catch (e) {
   console.log("MISSING " + pkg + " cannot be found from " + process.cwd());
   process.exit(3);
 }
-let read, partition, trueHeader;
+const handler = (name) => require(pkg + "/lib/handler/" + name);
+let read, partition, trueHeader, docs;
 try {
-  read = require(pkg + "/lib/handler/read-document");
+  read = handler("read-document");
   partition = require(pkg + "/lib/utils/get-partition-from-header");
   trueHeader = require(pkg + "/lib/true-header").default;
+  docs = ["read-document", "read-documents", "query-documents", "create-document",
+          "replace-document", "upsert-document", "patch-document", "delete-document",
+          "batch-documents"].map(handler);
 } catch (e) {
   const version = require(pkg + "/package.json").version;
   console.log("UNSUPPORTED " + pkg + " " + version + " (durable-steps needs 1.0.1): " + e.message);
@@ -41,7 +53,7 @@ try {
 const original = read.default;
 read.default = (account, req, res, ids) => {
   const collection = account.database(ids.dbId).collection(ids.collId);
-  if (collection.read() && !trueHeader(req, "x-ms-documentdb-query-enablecrosspartition")) {
+  if (!trueHeader(req, "x-ms-documentdb-query-enablecrosspartition")) {
     const key = partition.parsePartitionKey(partition.default(req), ids.docId);
     if (!collection.document(ids.docId, key).read()) {
       res.statusCode = 404;
@@ -50,6 +62,24 @@ read.default = (account, req, res, ids) => {
   }
   return original(account, req, res, ids);
 };
+for (const module of docs) {
+  const inner = module.default;
+  module.default = async (account, req, res, ids) => {
+    const database = account.database(ids.dbId);
+    if (!database.read() || !database.collection(ids.collId).read()) {
+      res.statusCode = 404;  // the service: the container (the owner resource) is not found
+      res.setHeader("x-ms-substatus", "1003");
+      return { code: "NotFound", message: "Owner resource does not exist" };
+    }
+    const body = await inner(account, req, res, ids);
+    const minimal = String(req.headers["prefer"] || "").toLowerCase() === "return=minimal";
+    if (minimal && req.method !== "GET" && res.statusCode < 300 && body && body._etag) {
+      res.setHeader("etag", body._etag);
+      return undefined;  // status and headers only, as the service answers
+    }
+    return body;
+  };
+}
 const server = require(pkg).createHttpServer().listen(0, "127.0.0.1", () => {
   console.log("Ready to accept HTTP connections at 127.0.0.1:" + server.address().port);
 });
