@@ -167,6 +167,46 @@ def test_a_cancellation_during_a_save_lets_it_finish_then_propagates(
     assert ran == ["a", "b"]
 
 
+class CancelledAsItSaves:
+    """An async store that cancels ``victim`` just as its save of step 0 completes: the
+    task is woken by the cancellation with the save already done."""
+
+    def __init__(self) -> None:
+        self.inner = ds.AsyncMemoryStore()
+        self.victim: asyncio.Task[Any] | None = None
+
+    async def load(self, run_id: str) -> ds.Checkpoint | None:
+        return await self.inner.load(run_id)
+
+    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        saved = await self.inner.save(cp)
+        if cp.step == 0 and self.victim is not None:
+            # Scheduled before the save's completion wakes the run: it comes first.
+            asyncio.get_running_loop().call_soon(self.victim.cancel)
+            self.victim = None
+        return saved
+
+
+def test_a_cancellation_that_lands_as_a_save_completes_is_not_lost(run_id: str) -> None:
+    """A cancellation that arrives just as a save finishes is still a cancellation: the
+    run stops before its next step (lease released) and raises CancelledError."""
+    store = CancelledAsItSaves()
+    ran: list[str] = []
+    steps = [Step(n, lambda s, n=n: ran.append(n) or {n: True}) for n in ("a", "b")]
+
+    async def main() -> Any:
+        store.victim = task = asyncio.create_task(ds.run_async(run_id, steps, store))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cp = await store.load(run_id)
+        assert cp is not None
+        assert (cp.step, cp.owner) == (0, None)
+        return await ds.run_async(run_id, steps, store)
+
+    assert arun(main()) == {"a": True, "b": True}
+    assert ran == ["a", "b"]
+
+
 @pytest.mark.parametrize("swallows", [False, True])
 def test_a_lost_lease_cancels_the_step_and_leaves_the_caller_uncancelled(
     run_id: str, swallows: bool

@@ -131,8 +131,8 @@ class AsyncIO:
             try:
                 return await asyncio.shield(saving)
             except asyncio.CancelledError:
-                if saving.done() and saving.cancelled():
+                if saving.cancelled():
                     raise  # the store itself gave up, not us
+                self.cancelled = True  # also when the save ended just as it came
                 if saving.done():
                     return saving.result()
-                self.cancelled = True

@@ -111,7 +111,8 @@ class _Run:
 
     def claim(self) -> Generator[Op, Any, bool]:
         """Load the run and claim it for this worker; False: no step is left to run."""
-        for tries_left in reversed(range(_CLAIMS)):
+        tries = 1
+        while True:
             loaded = yield Load(self.run_id)
             self.obs.loaded(loaded)
             claim = self.resume(loaded)
@@ -124,12 +125,12 @@ class _Run:
                 # shows its lease), or the store answered from a replica that had not
                 # seen the latest write yet (the next load has it): look again.
                 log.warning("run %r: another writer saved it while we claimed it", self.run_id)
-                if not tries_left:
+                if tries == _CLAIMS:
                     raise
-            else:
-                self.obs.claimed(self.cp, loaded)
-                return True
-        raise AssertionError("unreachable")  # pragma: no cover
+                tries += 1
+                continue
+            self.obs.claimed(self.cp, loaded)
+            return True
 
     def attempts(self, i: int, step: Step) -> Generator[Op, Any, Checkpoint]:
         """Run step i until it returns (retrying as its Retry says) and save its result."""
