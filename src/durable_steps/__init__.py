@@ -88,9 +88,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The Cosmos stores load azure-cosmos; import them only when asked for.
+    # The Cosmos stores load azure-cosmos: import them only when asked for. Without
+    # the [cosmos] extra they are stand-ins whose use raises MissingExtraError (an
+    # ImportError with the pip command), so `import *` and hasattr() still work.
     if name in ("CosmosStore", "AsyncCosmosStore"):
-        from . import _cosmos
+        from ._config import cosmos_class
 
-        return getattr(_cosmos, name)
+        value = globals()[name] = cosmos_class(name)
+        return value
     raise AttributeError(f"module 'durable_steps' has no attribute {name!r}")

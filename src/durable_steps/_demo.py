@@ -1,7 +1,8 @@
 """The demo: an agent-style run killed mid-step, then resumed from its checkpoints.
 
 The parent (``durable-steps demo``) starts the workflow in a child process
-(``durable-steps _demo-worker``), SIGKILLs it partway through one step, then
+(``durable-steps _demo-worker``), kills it partway through one step
+(``Popen.kill``: SIGKILL on POSIX, TerminateProcess on Windows), then
 starts a new child that resumes. Children report what they do as JSON lines on
 stdout; the parent turns those into the story on the terminal.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -63,15 +63,12 @@ def workflow(seconds: float) -> list[Step]:
 
 def worker(run_id: str, seconds: float) -> None:
     """One attempt, in its own process: report what is skipped, then run the rest."""
-    store = store_from_env()
-    try:
+    with store_from_env() as store:
         cp = store.load(run_id)
         for name in cp.steps if cp else ():
             _emit("skip", step=name, seconds=cp.state.get(f"seconds_{name}", 0.0) if cp else 0)
         state = run(run_id, workflow(seconds), store)
         _emit("finished", answer=state["write"])
-    finally:
-        store.close()
 
 
 @dataclass
@@ -88,7 +85,7 @@ def attempt(
     kill_in: str | None,
     on_event: Callable[[dict[str, Any]], None],
 ) -> Attempt:
-    """Run one attempt in a child process; SIGKILL it halfway through ``kill_in``."""
+    """Run one attempt in a child process; kill it partway through ``kill_in``."""
     cmd = [
         sys.executable,
         "-m",
@@ -107,7 +104,7 @@ def attempt(
             result.rows[step] = (event["event"], event["seconds"])
         if event["event"] == "start" and step == kill_in:
             time.sleep(seconds * 0.6)
-            proc.send_signal(signal.SIGKILL)
+            proc.kill()  # SIGKILL on POSIX; signal.SIGKILL does not exist on Windows
             result.killed = step
             result.rows[step] = ("killed", seconds * 0.6)
     result.returncode = proc.wait()
