@@ -8,7 +8,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,17 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
     yield exporter
     provider.shutdown()
+
+
+def raising_first(*errors: BaseException) -> Callable[[Any], None]:
+    """A step function that raises ``errors`` on its first calls, then returns."""
+    left = iter(errors)
+
+    def flaky(state: Any) -> None:
+        if (exc := next(left, None)) is not None:
+            raise exc
+
+    return flaky
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -123,11 +134,7 @@ def test_a_step_span_ends_with_the_outcome_of_its_attempt(
     records it is its child."""
     monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     store = ds.MemoryStore()
-    tries = iter([TimeoutError("429"), None])
-
-    def flaky(state: Any) -> None:
-        if (exc := next(tries)) is not None:
-            raise exc
+    flaky = raising_first(TimeoutError("429"))
 
     steps = [
         Step("flaky", flaky, retry=Retry(attempts=2)),
@@ -221,11 +228,7 @@ def test_log_lines_tell_the_story_of_a_run(
     monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     store = ds.MemoryStore()
-    tries = iter([TimeoutError(), TimeoutError(), None])
-
-    def flaky(state: Any) -> None:
-        if (exc := next(tries)) is not None:
-            raise exc
+    flaky = raising_first(TimeoutError(), TimeoutError())
 
     steps = [
         Step("flaky", flaky, retry=Retry(attempts=2)),
@@ -281,11 +284,7 @@ def test_no_log_line_or_span_attribute_carries_state(
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     key, value = "api_token_QZX", "s3cr3t-VALUE-8812"
     store = ds.MemoryStore()
-    tries = iter([ConnectionError("reset"), None])
-
-    def flaky(state: Any) -> None:
-        if (exc := next(tries)) is not None:
-            raise exc
+    flaky = raising_first(ConnectionError("reset"))
 
     steps = [
         Step("secret", lambda s: {key: value}),
