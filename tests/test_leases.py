@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Workers:
 
     env: dict[str, str]
     tmp: Path
+    started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     @property
     def effects(self) -> Path:
@@ -48,13 +49,22 @@ class Workers:
 
     def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
         env = {**os.environ, **self.env, "SIDE_EFFECTS": str(self.effects), **extra}
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, CHILD, *args],
             env=env,
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        self.started.append(proc)
+        return proc
+
+    def kill_the_rest(self) -> None:
+        """A test that failed early must not leave children waiting forever."""
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
 
     def run(self, *args: str, **extra: str) -> dict[str, Any]:
         proc = self.spawn(*args, **extra)
@@ -70,12 +80,14 @@ class Workers:
 
 
 @pytest.fixture(params=["file", "cosmos-local"])
-def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Workers:
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]:
     if request.param == "file":
         env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
     else:
         env = request.getfixturevalue("cosmos_local").env()
-    return Workers(env, tmp_path)
+    children = Workers(env, tmp_path)
+    yield children
+    children.kill_the_rest()
 
 
 def test_second_worker_is_refused_while_the_first_runs(workers: Workers, run_id: str) -> None:
