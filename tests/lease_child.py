@@ -5,8 +5,11 @@
 Modes (every step appends "RUN_ID:STEP:ATTEMPT" to $SIDE_EFFECTS, fsynced):
     hold            workflow "hold": step "hold" waits until the file $RELEASE exists
                     (forever if unset); $LEASE and $OWNER set lease= and owner=
-    race N          wait for the file $GO, then run workflow "race" (3 steps) on runs
-                    RUN_ID-0..N-1 in a shuffled order; prints a JSON outcome per run
+    race N          create a file in the directory $READY, wait for the file $GO, then run
+                    workflow "race" (3 steps) on runs RUN_ID-0..N-1 in a shuffled order;
+                    prints a JSON outcome per run. A RunLeasedError creates the file
+                    $REFUSED; step "a" of run RUN_ID-0 waits for it, so that at least one
+                    worker meets another however the processes are scheduled
     retry           step "flaky" fails every attempt, Retry(attempts=5, backoff=$BACKOFF)
 Prints one JSON line: {"result": state} or {"error": type name, "owner": ..., "attempt": ...}.
 """
@@ -50,12 +53,20 @@ def wait_for_release() -> None:
         time.sleep(0.01)
 
 
+def until_someone_was_refused() -> None:
+    # Bounded, so that a runner that refuses nobody fails the test instead of hanging it.
+    deadline = time.monotonic() + 120
+    if ds.current_step().run_id.endswith("-0"):
+        while not os.path.exists(os.environ["REFUSED"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
 def always_fails() -> None:
     raise TimeoutError("the model endpoint answered 429")
 
 
 HOLD = ds.Workflow("hold", [logged("hold", wait_for_release), logged("after")])
-RACE = ds.Workflow("race", [logged("a"), logged("b"), logged("c")])
+RACE = ds.Workflow("race", [logged("a", until_someone_was_refused), logged("b"), logged("c")])
 RETRY = ds.Workflow(
     "retry",
     [
@@ -72,6 +83,8 @@ def outcome(fn: Any) -> dict[str, Any]:
     try:
         return {"result": fn()}
     except ds.RunLeasedError as exc:
+        if "REFUSED" in os.environ:
+            open(os.environ["REFUSED"], "a").close()
         return {"error": "RunLeasedError", "owner": exc.owner}
     except Exception as exc:
         return {"error": type(exc).__name__, "message": str(exc)}
@@ -86,6 +99,7 @@ def main() -> None:
         elif mode == "race":
             ids = [f"{run_id}-{i}" for i in range(int(sys.argv[3]))]
             random.shuffle(ids)
+            open(os.path.join(os.environ["READY"], str(os.getpid())), "w").close()
             while not os.path.exists(os.environ["GO"]):
                 time.sleep(0.001)
             for rid in ids:

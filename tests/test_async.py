@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,36 +82,161 @@ def test_run_async_resumes_with_async_and_plain_steps(env: dict[str, str], run_i
 def test_cancelled_step_saves_nothing_and_resumes_there(
     env: dict[str, str], run_id: str, how: str
 ) -> None:
-    """Cancelling during a step (timeout or task.cancel) keeps earlier checkpoints, saves
-    nothing for that step, propagates, and the next run resumes at that step (attempt 2)."""
+    """Cancelling during a step (a timeout or task.cancel) keeps earlier checkpoints, saves
+    nothing for that step, releases the lease, propagates, and the next run resumes at
+    that step at once (attempt 2)."""
     attempts: list[int] = []
+    in_slow = asyncio.Event()
+    timeouts: list[asyncio.Timeout] = []
 
     async def slow(state: Any) -> dict[str, bool]:
         attempts.append(ds.current_step().attempt)
         if len(attempts) == 1:
-            await asyncio.sleep(30)
+            in_slow.set()
+            if timeouts:  # the timeout around the run expires now, inside this step
+                timeouts[0].reschedule(asyncio.get_running_loop().time())
+            await asyncio.sleep(60)
         return {"slow": True}
 
     steps = [Step("fast", lambda s: {"fast": True}), Step("slow", slow)]
+
+    async def run_under_a_timeout(store: Any) -> None:
+        async with asyncio.timeout(None) as timeout:
+            timeouts.append(timeout)
+            await ds.run_async(run_id, steps, store)
 
     async def main() -> Any:
         async with ds.async_store_from_env(env) as store:
             if how == "timeout":
                 with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(ds.run_async(run_id, steps, store), 0.5)
+                    await run_under_a_timeout(store)
             else:
                 task = asyncio.create_task(ds.run_async(run_id, steps, store))
-                await asyncio.sleep(0.5)
+                await in_slow.wait()
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
             cp = await store.load(run_id)
             assert cp is not None
             assert (cp.step, cp.steps, cp.state) == (0, ("fast",), {"fast": True})
+            assert (cp.owner, cp.lease_expires) == (None, None)
             return await ds.run_async(run_id, steps, store)
 
     assert arun(main()) == {"fast": True, "slow": True}
     assert attempts == [1, 2]
+
+
+def test_a_cancellation_during_a_save_lets_it_finish_then_propagates(
+    tmp_path: Path, run_id: str
+) -> None:
+    """run_async cancelled while AsyncFileStore writes step a's checkpoint in its worker
+    thread: the write is let finish, the lease released, then CancelledError propagates
+    -- so an immediate re-run neither meets a false conflict nor runs step a again."""
+    store = ds.AsyncFileStore(tmp_path)
+    writing, finish = threading.Event(), threading.Event()
+    save = store.sync.save
+
+    def slow_save(cp: ds.Checkpoint) -> ds.Checkpoint:
+        if cp.step == 0 and not finish.is_set():
+            writing.set()  # step a's result is on its way to the disk
+            assert finish.wait(30)
+        return save(cp)
+
+    store.sync.save = slow_save  # type: ignore[method-assign]
+    ran: list[str] = []
+
+    def step(name: str) -> Step:
+        return Step(name, lambda s: ran.append(name) or {name: True})
+
+    steps = [step("a"), step("b")]
+
+    async def main() -> Any:
+        task = asyncio.create_task(ds.run_async(run_id, steps, store))
+        assert await asyncio.to_thread(writing.wait, 30)
+        task.cancel()
+        await asyncio.sleep(0)  # the cancellation reaches the run while it saves
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cp = await store.load(run_id)  # what the store holds is known: a's result, released
+        assert cp is not None
+        assert (cp.step, cp.owner, cp.lease_expires) == (0, None, None)
+        return await ds.run_async(run_id, steps, store)
+
+    assert arun(main()) == {"a": True, "b": True}
+    assert ran == ["a", "b"]
+
+
+class CancelledAsItSaves:
+    """An async store that cancels ``victim`` just as its save of step 0 completes: the
+    task is woken by the cancellation with the save already done."""
+
+    def __init__(self) -> None:
+        self.inner = ds.AsyncMemoryStore()
+        self.victim: asyncio.Task[Any] | None = None
+
+    async def load(self, run_id: str) -> ds.Checkpoint | None:
+        return await self.inner.load(run_id)
+
+    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        saved = await self.inner.save(cp)
+        if cp.step == 0 and self.victim is not None:
+            # Scheduled before the save's completion wakes the run: it comes first.
+            asyncio.get_running_loop().call_soon(self.victim.cancel)
+            self.victim = None
+        return saved
+
+
+def test_a_cancellation_that_lands_as_a_save_completes_is_not_lost(run_id: str) -> None:
+    """A cancellation that arrives just as a save finishes is still a cancellation: the
+    run stops before its next step (lease released) and raises CancelledError."""
+    store = CancelledAsItSaves()
+    ran: list[str] = []
+    steps = [Step(n, lambda s, n=n: ran.append(n) or {n: True}) for n in ("a", "b")]
+
+    async def main() -> Any:
+        store.victim = task = asyncio.create_task(ds.run_async(run_id, steps, store))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cp = await store.load(run_id)
+        assert cp is not None
+        assert (cp.step, cp.owner) == (0, None)
+        return await ds.run_async(run_id, steps, store)
+
+    assert arun(main()) == {"a": True, "b": True}
+    assert ran == ["a", "b"]
+
+
+@pytest.mark.parametrize("swallows", [False, True])
+def test_a_lost_lease_cancels_the_step_and_leaves_the_caller_uncancelled(
+    run_id: str, swallows: bool
+) -> None:
+    """A heartbeat that finds another owner cancels the running step; run_async raises
+    LeaseLostError, saves nothing, and leaves no cancellation pending on the caller's task
+    (also when the step swallowed the CancelledError and returned)."""
+    store = ds.AsyncMemoryStore()
+
+    async def step(state: Any) -> dict[str, bool]:
+        cp = await store.load(run_id)
+        assert cp is not None
+        await store.save(replace(cp, owner="thief", lease_expires=time.time() + 600))
+        try:
+            await asyncio.sleep(60)  # ended by the heartbeat's cancellation, or the test fails
+        except asyncio.CancelledError:
+            if not swallows:
+                raise
+        return {"saved": True}
+
+    async def main() -> int:
+        with pytest.raises(ds.LeaseLostError):
+            await ds.run_async(run_id, [Step("s", step)], store, lease=0.3)
+        await asyncio.sleep(0)  # a pending cancellation would be raised here
+        return asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+    assert arun(main()) == 0
+    cp = store.sync.load(run_id)
+    assert cp is not None
+    assert (cp.step, cp.owner, cp.state) == (-1, "thief", {})
 
 
 def test_current_step_is_right_inside_concurrent_tasks(run_id: str) -> None:
@@ -175,28 +302,34 @@ def test_hundred_concurrent_runs_all_complete(
 
 
 def test_two_tasks_racing_on_one_run(env: dict[str, str], run_id: str) -> None:
-    """Two tasks run the same run id at once: one completes, the other gets ConflictError."""
+    """Two tasks run the same run id at once: one runs it to completion, the other gets
+    RunLeasedError and runs nothing (the winner's first step waits until it did)."""
+    loser_done = asyncio.Event()
+    ran: list[int] = []
 
     async def step(state: Any) -> dict[str, int]:
-        await asyncio.sleep(0.02)
+        ran.append(len(state))
+        if not state:
+            await asyncio.wait_for(loser_done.wait(), 60)
         return {f"k{len(state)}": len(state)}
+
+    async def attempt(store: Any) -> Any:
+        try:
+            return await ds.run_async(run_id, [Step(f"s{i}", step) for i in range(5)], store)
+        except ds.ConflictError as exc:
+            loser_done.set()
+            return exc
 
     async def main() -> list[Any]:
         async with ds.async_store_from_env(env) as store:
-            steps = [Step(f"s{i}", step) for i in range(5)]
-            return list(
-                await asyncio.gather(
-                    ds.run_async(run_id, steps, store),
-                    ds.run_async(run_id, steps, store),
-                    return_exceptions=True,
-                )
-            )
+            return list(await asyncio.gather(attempt(store), attempt(store)))
 
     results = arun(main())
-    conflicts = [r for r in results if isinstance(r, ds.ConflictError)]
+    losers = [r for r in results if isinstance(r, ds.RunLeasedError)]
     finished = [r for r in results if isinstance(r, dict)]
-    assert (len(conflicts), len(finished)) == (1, 1), results
+    assert (len(losers), len(finished)) == (1, 1), results
     assert finished[0] == {f"k{i}": i for i in range(5)}
+    assert ran == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("backend", ["file", "cosmos-local"])

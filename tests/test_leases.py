@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Workers:
 
     env: dict[str, str]
     tmp: Path
+    started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     @property
     def effects(self) -> Path:
@@ -48,13 +49,22 @@ class Workers:
 
     def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
         env = {**os.environ, **self.env, "SIDE_EFFECTS": str(self.effects), **extra}
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, CHILD, *args],
             env=env,
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        self.started.append(proc)
+        return proc
+
+    def kill_the_rest(self) -> None:
+        """A test that failed early must not leave children waiting forever."""
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
 
     def run(self, *args: str, **extra: str) -> dict[str, Any]:
         proc = self.spawn(*args, **extra)
@@ -70,12 +80,14 @@ class Workers:
 
 
 @pytest.fixture(params=["file", "cosmos-local"])
-def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Workers:
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]:
     if request.param == "file":
         env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
     else:
         env = request.getfixturevalue("cosmos_local").env()
-    return Workers(env, tmp_path)
+    children = Workers(env, tmp_path)
+    yield children
+    children.kill_the_rest()
 
 
 def test_second_worker_is_refused_while_the_first_runs(workers: Workers, run_id: str) -> None:
@@ -100,17 +112,19 @@ def test_second_worker_is_refused_while_the_first_runs(workers: Workers, run_id:
 
 
 def test_heartbeat_keeps_a_step_longer_than_the_lease(workers: Workers, run_id: str) -> None:
-    """A step runs for several lease lengths: its heartbeat keeps renewing the lease, so
-    workers trying meanwhile are all refused and the step runs once."""
+    """A step runs past the end of the lease it was claimed with: its heartbeat renewed the
+    lease meanwhile, so workers trying after that first lease expired are all refused
+    and the step runs once. (The lease is 6 s, renewed every 2 s: a loaded machine may
+    delay a heartbeat by up to 4 s before a takeover would be right.)"""
     release = workers.tmp / "release"
-    a = workers.spawn("hold", run_id, RELEASE=str(release), LEASE="1.5")
+    a = workers.spawn("hold", run_id, RELEASE=str(release), LEASE="6")
     wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
     store = workers.store()
     first = store.load(run_id).lease_expires
-    wait_until(lambda: store.load(run_id).lease_expires > first + 2, "two heartbeats")
-    for _ in range(3):  # each of these tries comes after the first lease expired
+    wait_until(lambda: time.time() > first, "the lease A claimed the run with to expire")
+    for _ in range(2):
         assert workers.run("hold", run_id, RELEASE=str(release))["error"] == "RunLeasedError"
-    assert time.time() > first  # the original lease is long gone; the renewed one held
+    assert store.load(run_id).lease_expires > first  # renewed by the heartbeat
     release.touch()
     out, _ = a.communicate(timeout=120)
     assert json.loads(out)["result"] == {"hold": 1, "after": 1}
@@ -136,17 +150,18 @@ def test_crashed_worker_with_default_owner_is_taken_over_at_once(
 def test_crashed_worker_with_explicit_owner_waits_for_expiry_then_recovers(
     workers: Workers, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGKILL a worker that runs with an explicit owner and a 2 s lease: nobody can tell
-    it is gone, so an immediate run is refused; once the lease expired, recover() resumes
+    """SIGKILL a worker that runs with an explicit owner and a 5 s lease: nobody can tell
+    it is gone, so a run right after is refused; once the lease expired, recover() resumes
     the run to completion with attempt 2."""
-    a = workers.spawn("hold", run_id, OWNER="worker-a", LEASE="2")
+    a = workers.spawn("hold", run_id, OWNER="worker-a", LEASE="5")
     wait_until(lambda: f"{run_id}:hold:1" in workers.log(), "A to start its step")
     a.send_signal(signal.SIGKILL)
     a.communicate()
     store = workers.store()
-    assert workers.run("hold", run_id)["error"] == "RunLeasedError"
-    expires = store.load(run_id).lease_expires
-    wait_until(lambda: time.time() > expires, "the lease to expire")
+    with pytest.raises(ds.RunLeasedError) as refused:
+        lease_child.HOLD.run(run_id, store)
+    assert refused.value.owner == "worker-a"
+    wait_until(lambda: time.time() > refused.value.expires_at, "the lease to expire")
     monkeypatch.setenv("RELEASE", str(workers.tmp / "release"))
     monkeypatch.setenv("SIDE_EFFECTS", str(workers.effects))
     (workers.tmp / "release").touch()
@@ -161,9 +176,13 @@ def test_eight_processes_racing_on_the_same_runs_run_each_step_once(
     workers: Workers, run_id: str
 ) -> None:
     """8 processes run the same 12 runs at once, without a crash: every step's side effect
-    happens exactly once; every other attempt got RunLeasedError or a completed run."""
-    go = workers.tmp / "go"
-    procs = [workers.spawn("race", run_id, "12", GO=str(go)) for _ in range(8)]
+    happens exactly once; every other attempt got RunLeasedError or a completed run. (Run
+    0's first step waits until some worker was refused, so the workers do meet.)"""
+    go, ready = workers.tmp / "go", workers.tmp / "ready"
+    ready.mkdir()
+    extra = {"GO": str(go), "READY": str(ready), "REFUSED": str(workers.tmp / "refused")}
+    procs = [workers.spawn("race", run_id, "12", **extra) for _ in range(8)]
+    wait_until(lambda: len(list(ready.iterdir())) == 8, "the 8 workers to be ready")
     go.touch()
     outcomes: list[dict[str, Any]] = []
     for p in procs:
@@ -179,7 +198,7 @@ def test_eight_processes_racing_on_the_same_runs_run_each_step_once(
     store = workers.store()
     for i in range(12):
         assert store.load(f"{run_id}-{i}").status == "completed"
-    assert sum(1 for o in outcomes if o.get("error")) > 0  # they did meet
+    assert any(o.get("error") == "RunLeasedError" for o in outcomes)
 
 
 def test_a_kill_between_retry_attempts_counts_and_resumes_with_the_next(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import json
 import threading
 import time
@@ -15,9 +16,10 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import Retry, Step, Workflow, _drive
+from durable_steps import Retry, Step, Workflow, _ops
 
 from .conftest import Backend
+from .test_leases import wait_until
 
 
 @dataclass
@@ -80,9 +82,22 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def asleep(seconds: float) -> None:
         seen.append(seconds)
 
-    monkeypatch.setattr(_drive, "_sleep", seen.append)
-    monkeypatch.setattr(_drive, "_asleep", asleep)
+    monkeypatch.setattr(_ops, "_sleep", seen.append)
+    monkeypatch.setattr(_ops, "_asleep", asleep)
     return seen
+
+
+def blocking(api: Api, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A step function that may block (wait for an event, use the store through the sync
+    facade): itself under run(), run in a worker thread under run_async, so that the
+    event loop (and with it the async store and the heartbeat) stays free."""
+    if not api.is_async:
+        return fn
+
+    async def in_a_thread(state: Any) -> Any:
+        return await asyncio.to_thread(fn, state)
+
+    return in_a_thread
 
 
 class Effects:
@@ -138,10 +153,7 @@ def test_a_live_lease_refuses_a_second_runner_and_writes_nothing(api: Api, run_i
         inside.set()
         leave.wait(30)
 
-    async def hold_async(state: Any) -> None:  # a blocking step would block the loop
-        await asyncio.to_thread(hold, state)
-
-    step = Step("hold", hold_async if api.is_async else hold)
+    step = Step("hold", blocking(api, hold))
     t = threading.Thread(target=lambda: results.append(api.run(run_id, [step])))
     t.start()
     try:
@@ -243,11 +255,57 @@ def test_an_expired_lease_is_taken_over_with_the_next_attempt(api: Api, run_id: 
 
 
 def test_the_same_owner_resumes_its_own_lease_at_once(api: Api, run_id: str) -> None:
-    """A restarted worker that passes its stable owner= resumes its live lease at once."""
+    """A restarted worker that passes its stable owner= resumes its live lease at once,
+    with the next attempt (its previous incarnation died in that step)."""
+    fx = Effects()
     api.store.save(ds.Checkpoint(run_id, -1, {}, owner="worker-7", lease_expires=time.time() + 600))
     with pytest.raises(ds.RunLeasedError):
-        api.run(run_id, [Step("a", lambda s: {"a": 1})])
-    assert api.run(run_id, [Step("a", lambda s: {"a": 1})], owner="worker-7") == {"a": 1}
+        api.run(run_id, [fx.step("a")])
+    assert api.run(run_id, [fx.step("a")], owner="worker-7") == {"a": True}
+    assert fx.log == ["a:2"]
+
+
+def test_every_save_renews_the_lease(api: Api, run_id: str) -> None:
+    """Each step's save moves lease_expires to its own time + lease (no heartbeat is
+    needed for steps shorter than a third of the lease)."""
+    seen: list[tuple[float, float]] = []
+
+    def look(state: Any) -> None:
+        expires = api.store.load(run_id).lease_expires
+        # Past the last save's clock, so that a renewal is told from none at all.
+        wait_until(lambda: time.time() > expires - 600, "the clock to pass the last save")
+        seen.append((time.time(), expires))
+
+    api.run(run_id, [Step(f"s{i}", blocking(api, look)) for i in range(4)], lease=600)
+    for (was, _), (_, renewed) in itertools.pairwise(seen):
+        assert renewed >= was + 600  # saved after the previous step looked, + lease
+
+
+def test_the_heartbeat_keeps_the_lease_during_a_retry_pause(
+    api: Api, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a retry pauses, the heartbeat renews the lease: here the pause ends only once
+    a renewal is seen in the store (a fake clock: nothing sleeps for luck)."""
+    fx = Effects()
+    outcomes = iter([TimeoutError("429"), None])
+
+    def pause(seconds: float) -> None:
+        before = api.store.load(run_id).lease_expires
+        wait_until(lambda: api.store.load(run_id).lease_expires > before, "a heartbeat")
+
+    async def pause_async(seconds: float) -> None:
+        await asyncio.to_thread(pause, seconds)  # the loop stays free for the heartbeat
+
+    monkeypatch.setattr(_ops, "_sleep", pause)
+    monkeypatch.setattr(_ops, "_asleep", pause_async)
+
+    def flaky(state: Any) -> None:
+        if (exc := next(outcomes)) is not None:
+            raise exc
+
+    step = fx.step("f", flaky, retry=Retry(attempts=2, backoff=30))
+    assert api.run(run_id, [step], lease=0.3) == {}
+    assert fx.log == ["f:1", "f:2"]
 
 
 # -- signals ----------------------------------------------------------------------------
@@ -317,20 +375,96 @@ def test_a_signal_payload_follows_the_state_rules(api: Api, run_id: str) -> None
     assert api.store.load(run_id) == before
 
 
+class FirstLoadOvertaken:
+    """A store for send_signal whose first load, once read, waits until ``overtake()``
+    has had the run's owner save: the delivery then saves over a stale etag."""
+
+    def __init__(self, store: Any, overtake: Callable[[], None]) -> None:
+        self.store, self.overtake, self.loads = store, overtake, 0
+
+    def load(self, run_id: str) -> ds.Checkpoint | None:
+        cp = self.store.load(run_id)
+        self.loads += 1
+        if self.loads == 1:
+            self.overtake()
+        return cp  # type: ignore[no-any-return]
+
+    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        return self.store.save(cp)  # type: ignore[no-any-return]
+
+
+class FirstLoadOvertakenAsync(FirstLoadOvertaken):
+    async def load(self, run_id: str) -> ds.Checkpoint | None:  # type: ignore[override]
+        cp = await self.store.load(run_id)
+        self.loads += 1
+        if self.loads == 1:
+            await asyncio.to_thread(self.overtake)
+        return cp  # type: ignore[no-any-return]
+
+    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:  # type: ignore[override]
+        return await self.store.save(cp)  # type: ignore[no-any-return]
+
+
 def test_a_signal_racing_the_owners_saves_is_never_lost(api: Api, run_id: str) -> None:
-    """send_signal while the owner saves step after step: the delivery retries on the
-    owner's saves, never overwrites them, and the signal is there at the end."""
+    """A delivery overtaken by a save of the run's owner loads again and retries; an owner
+    whose save is overtaken by a delivery takes the signal over and saves again. Neither
+    overwrites the other: the signal and every step's result are there at the end."""
     fx = Effects()
-    started = threading.Event()
-    steps = [fx.step(f"s{i}", lambda s: started.set()) for i in range(30)]
-    t = threading.Thread(target=lambda: api.run(run_id, steps))
-    t.start()
-    assert started.wait(30)
-    api.signal(run_id, "note", "hello")
-    t.join()
+    in_a, leave_a, delivered = threading.Event(), threading.Event(), threading.Event()
+
+    def a(state: Any) -> dict[str, int]:
+        in_a.set()
+        assert leave_a.wait(30)
+        return {"a": 1}
+
+    def b(state: Any) -> dict[str, int]:
+        assert delivered.wait(30)  # so that b's save meets the delivery
+        return {"b": 1}
+
+    def owner_saves_a() -> None:
+        leave_a.set()
+        wait_until(lambda: api.store.load(run_id).step == 0, "the owner to save step a")
+
+    results: list[Any] = []
+    steps = [fx.step("a", blocking(api, a)), fx.step("b", blocking(api, b))]
+    owner = threading.Thread(target=lambda: results.append(api.run(run_id, steps)))
+    owner.start()
+    try:
+        assert in_a.wait(30)
+        if api.is_async:
+            sender: Any = FirstLoadOvertakenAsync(api.store.aio, owner_saves_a)
+            send = ds.send_signal_async(sender, run_id, "note", "hello")
+            asyncio.run_coroutine_threadsafe(send, api.loop).result(60)
+        else:
+            sender = FirstLoadOvertaken(api.store, owner_saves_a)
+            ds.send_signal(sender, run_id, "note", "hello")
+        delivered.set()
+    finally:
+        leave_a.set()
+        delivered.set()
+        owner.join()
+    assert sender.loads == 2  # the delivery's first save met the owner's and was retried
+    assert results == [{"a": 1, "b": 1}]  # the owner's save of b absorbed the delivery
     cp = api.store.load(run_id)
-    assert (cp.status, cp.signals["note"], cp.step) == ("completed", "hello", 29)
-    assert len(fx.log) == 30
+    assert (cp.status, dict(cp.signals), cp.step) == ("completed", {"note": "hello"}, 1)
+    assert fx.log == ["a:1", "b:1"]
+
+
+def test_a_signal_delivered_while_its_step_suspends_is_not_missed(api: Api, run_id: str) -> None:
+    """The signal lands after the step asked for it but before the run was saved as
+    waiting: the run does not wait for a signal it has -- the step runs again at once and
+    gets the payload."""
+    fx = Effects()
+
+    def gate(state: Any) -> dict[str, Any]:
+        if ds.current_step().attempt == 1:
+            ds.send_signal(api.store, run_id, "approval", "yes")  # a person answers fast
+        return {"decision": ds.wait_for_signal("approval")}
+
+    assert api.run(run_id, [fx.step("gate", blocking(api, gate))]) == {"decision": "yes"}
+    assert fx.log == ["gate:1", "gate:2"]
+    cp = api.store.load(run_id)
+    assert (cp.status, cp.owner, dict(cp.signals)) == ("completed", None, {"approval": "yes"})
 
 
 def test_recover_leaves_a_waiting_run_until_it_is_signalled(api: Api, run_id: str) -> None:
@@ -425,22 +559,25 @@ def test_an_explicit_run_of_a_failed_run_starts_its_attempts_afresh(
 
 
 def test_interrupts_are_never_retried(api: Api, run_id: str, pauses: list[float]) -> None:
-    """KeyboardInterrupt (CancelledError under run_async) is not retried even with
-    on=(BaseException,); the lease is released and the run stays running, to resume there."""
-    fx = Effects()
-    # An event loop lets KeyboardInterrupt escape run_forever, so async gets its own kind.
-    interrupt = asyncio.CancelledError if api.is_async else KeyboardInterrupt
+    """KeyboardInterrupt and SystemExit (CancelledError under run_async) are not retried
+    even with on=(BaseException,); the lease is released and the run stays running, to
+    resume there."""
+    # An event loop lets KeyboardInterrupt and SystemExit escape run_forever (they would
+    # stop the test's loop), so under run_async the interrupt is a cancellation.
+    kinds = [asyncio.CancelledError] if api.is_async else [KeyboardInterrupt, SystemExit]
+    for n, interrupt in enumerate(kinds):
+        fx = Effects()
 
-    def interrupted(state: Any) -> None:
-        raise interrupt
+        def interrupted(state: Any, interrupt: type[BaseException] = interrupt) -> None:
+            raise interrupt
 
-    step = fx.step("f", interrupted, retry=Retry(attempts=5, on=(BaseException,)))
-    # (a cancelled coroutine reaches this thread as concurrent.futures.CancelledError)
-    with pytest.raises((interrupt, concurrent.futures.CancelledError)):
-        api.run(run_id, [step])
-    assert (fx.log, pauses) == (["f:1"], [])
-    cp = api.store.load(run_id)
-    assert (cp.status, cp.owner) == ("running", None)
+        step = fx.step("f", interrupted, retry=Retry(attempts=5, on=(BaseException,)))
+        # (a cancelled coroutine reaches this thread as concurrent.futures.CancelledError)
+        with pytest.raises((interrupt, concurrent.futures.CancelledError)):
+            api.run(f"{run_id}-{n}", [step])
+        assert (fx.log, pauses) == (["f:1"], [])
+        cp = api.store.load(f"{run_id}-{n}")
+        assert (cp.status, cp.owner) == ("running", None)
 
 
 # -- workflows and recovery -------------------------------------------------------------

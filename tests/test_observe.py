@@ -8,7 +8,8 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import durable_steps as ds
-from durable_steps import Retry, Step, _drive
+from durable_steps import Retry, Step, _ops
 
 CHILD = str(Path(__file__).with_name("otel_child.py"))
 P = "durable_steps."
@@ -39,8 +40,43 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     provider.shutdown()
 
 
+def raising_first(*errors: BaseException) -> Callable[[Any], None]:
+    """A step function that raises ``errors`` on its first calls, then returns."""
+    left = iter(errors)
+
+    def flaky(state: Any) -> None:
+        if (exc := next(left, None)) is not None:
+            raise exc
+
+    return flaky
+
+
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
     return [s for s in exporter.get_finished_spans() if s.name == P + name]
+
+
+README_ATTRIBUTES = {
+    "run": {"run_id", "workflow", "store", "attempt", "resumed_at", "outcome"},
+    "step": {"run_id", "workflow", "store", "step.index", "step.name", "attempt"}
+    | {"bytes_written", "outcome"},
+    "save": {"run_id", "workflow", "store", "step.index", "status", "bytes_written", "outcome"},
+}
+
+
+def test_spans_carry_exactly_the_attributes_the_readme_lists(
+    spans: InMemorySpanExporter, run_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every span of a workflow run has the attribute names of the README's table, no
+    more and no fewer; and no span is ended twice (the SDK would warn)."""
+    caplog.set_level(logging.WARNING, logger="opentelemetry")
+    w = ds.Workflow("wf", [Step("a", lambda s: {"a": 1}), Step("b", lambda s: {"b": 2})])
+    w.run(run_id, ds.MemoryStore())
+    finished = spans.get_finished_spans()
+    assert {s.name for s in finished} == {P + kind for kind in README_ATTRIBUTES}
+    for span in finished:
+        names = {k.removeprefix(P) for k in span.attributes or {}}
+        assert names == README_ATTRIBUTES[span.name.removeprefix(P)], span.name
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
 
 
 def test_a_fresh_run_has_a_run_span_with_step_and_save_spans(
@@ -88,6 +124,38 @@ def test_a_failed_step_records_the_exception_on_its_span(
     (event,) = [e for e in step.events if e.name == "exception"]
     assert event.attributes is not None
     assert event.attributes["exception.type"] == "ValueError"
+
+
+def test_a_step_span_ends_with_the_outcome_of_its_attempt(
+    spans: InMemorySpanExporter, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step span ends once its attempt's outcome is saved: failed for an attempt that
+    is retried and for a result that is not JSON, waiting for a wait; the save that
+    records it is its child."""
+    monkeypatch.setattr(_ops, "_sleep", lambda s: None)
+    store = ds.MemoryStore()
+    flaky = raising_first(TimeoutError("429"))
+
+    steps = [
+        Step("flaky", flaky, retry=Retry(attempts=2)),
+        Step("gate", lambda s: {"ok": ds.wait_for_signal("ok")}),
+    ]
+    with pytest.raises(ds.RunWaiting):
+        ds.run(run_id, steps, store)
+    with pytest.raises(ds.InvalidStateError):
+        ds.run(run_id + "-bad", [Step("bad", lambda s: {"x": object()})], store)
+    steps_ = named(spans, "step")
+    outcomes = [(s.attributes[P + "step.name"], s.attributes[P + "outcome"]) for s in steps_]  # type: ignore[index]
+    assert outcomes == [
+        ("flaky", "failed"),
+        ("flaky", "completed"),
+        ("gate", "waiting"),
+        ("bad", "failed"),
+    ]
+    saves = named(spans, "save")
+    for step in steps_:
+        children = [x for x in saves if x.parent and x.parent.span_id == step.context.span_id]
+        assert len(children) == 1, step.attributes
 
 
 def test_a_resumed_attempt_links_to_the_first_attempts_trace(tmp_path: Path, run_id: str) -> None:
@@ -157,14 +225,10 @@ def test_log_lines_tell_the_story_of_a_run(
 ) -> None:
     """INFO for started, resumed, waiting and completed; WARNING for a retried and a failed
     step (with the error type), a refused lease and a taken-over lease; DEBUG per save."""
-    monkeypatch.setattr(_drive, "_sleep", lambda s: None)
+    monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     store = ds.MemoryStore()
-    tries = iter([TimeoutError(), TimeoutError(), None])
-
-    def flaky(state: Any) -> None:
-        if (exc := next(tries)) is not None:
-            raise exc
+    flaky = raising_first(TimeoutError(), TimeoutError())
 
     steps = [
         Step("flaky", flaky, retry=Retry(attempts=2)),
@@ -196,6 +260,17 @@ def test_log_lines_tell_the_story_of_a_run(
     assert f"WARNING run {run_id + '-y'!r}: took over the lease of crashed" in text
     assert f"INFO run {run_id!r} completed" in text
 
+    def steal(state: Any) -> None:
+        cp = store.load(run_id + "-z")
+        assert cp is not None
+        store.save(replace(cp, owner="thief", lease_expires=9e9))
+
+    caplog.clear()
+    with pytest.raises(ds.LeaseLostError):
+        ds.run(run_id + "-z", [Step("steal", steal)], store)
+    text = "\n".join(f"{r.levelname} {r.getMessage()}" for r in caplog.records)
+    assert f"WARNING run {run_id + '-z'!r}: lost its lease to another worker" in text
+
 
 def test_no_log_line_or_span_attribute_carries_state(
     spans: InMemorySpanExporter,
@@ -205,15 +280,11 @@ def test_no_log_line_or_span_attribute_carries_state(
 ) -> None:
     """State values and state keys never appear in a log record or a span attribute, in
     success, retry, failure, waiting and invalid-state paths."""
-    monkeypatch.setattr(_drive, "_sleep", lambda s: None)
+    monkeypatch.setattr(_ops, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     key, value = "api_token_QZX", "s3cr3t-VALUE-8812"
     store = ds.MemoryStore()
-    tries = iter([ConnectionError("reset"), None])
-
-    def flaky(state: Any) -> None:
-        if (exc := next(tries)) is not None:
-            raise exc
+    flaky = raising_first(ConnectionError("reset"))
 
     steps = [
         Step("secret", lambda s: {key: value}),
@@ -230,6 +301,9 @@ def test_no_log_line_or_span_attribute_carries_state(
     for span in spans.get_finished_spans():
         seen += [f"{k}={v}" for k, v in (span.attributes or {}).items()]
         seen += [span.status.description or ""]
+        for event in span.events:  # a recorded exception: its message and stack trace
+            seen += [f"{k}={v}" for k, v in (event.attributes or {}).items()]
+    assert any("exception.stacktrace" in s for s in seen)  # the invalid state was recorded
     assert seen
     assert not [s for s in seen if key in s or value in s]
 

@@ -3,18 +3,21 @@
 Logging is the standard library's (the package logger has a ``NullHandler``; the
 application configures handlers): INFO when a run starts, resumes (at which step,
 which attempt), completes or waits; WARNING for a failed or retried step (the
-error's type), a refused or lost lease and a lease taken over; DEBUG for each
-save (bytes, duration). Never state contents, never state keys.
+error's type), a refused or lost lease, a lease taken over and a claim that met
+another writer; DEBUG for each save (bytes, duration). Never state contents,
+never state keys.
 
 Spans use ``opentelemetry-api`` only (extra ``[otel]``); without it nothing is
 imported and every hook here is a no-op. Per run attempt (one call of ``run``)
 a ``durable_steps.run`` span, child of the caller's current span; under it a
-``durable_steps.step`` span per step attempt, and under that the step's
-``durable_steps.save``. The traceparent of a run's first attempt is kept in the
-checkpoint (``trace``); every later attempt's run span links to it, so one
-trace query shows the whole life of a run across crashes and hosts. Saves run
-with their span current, so azure-core's OpenTelemetry plugin puts the Cosmos
-DB requests under them.
+``durable_steps.step`` span per step attempt, which the driver opens around the
+step's function and the runner ends once the attempt's outcome is saved; under
+that the attempt's ``durable_steps.save`` (other saves -- the claim, a release,
+a heartbeat -- are children of the run span). The traceparent of a run's first
+attempt is kept in the checkpoint (``trace``); every later attempt's run span
+links to it, so one trace query shows the whole life of a run across crashes and
+hosts. Saves run with their span current, so azure-core's OpenTelemetry plugin
+puts the Cosmos DB requests under them.
 
 Stores report the bytes a save wrote (or sent) with ``wrote(n)``; it lands on
 the save and step spans and in the DEBUG line.
@@ -26,12 +29,14 @@ import contextlib
 import functools
 import logging
 import time
+import traceback
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from ._errors import InvalidStateError, LeaseLostError, RunLeasedError, RunWaiting
+from ._step import Suspend
 from ._store import Checkpoint
 
 log = logging.getLogger("durable_steps")
@@ -82,10 +87,10 @@ def wrote(n: int) -> None:
         holder.append(n)
 
 
-def outcome_of(exc: BaseException | None) -> str:
+def _outcome(exc: BaseException | None) -> str:
     if exc is None:
         return "completed"
-    if isinstance(exc, RunWaiting):
+    if isinstance(exc, RunWaiting | Suspend):
         return "waiting"
     if isinstance(exc, RunLeasedError):
         return "leased"
@@ -99,9 +104,9 @@ def outcome_of(exc: BaseException | None) -> str:
 class Observer:
     """The spans and log lines of one run attempt."""
 
-    def __init__(self, run_id: str, store: object, workflow: str | None) -> None:
+    def __init__(self, run_id: str, workflow: str | None) -> None:
         self.run_id, self.workflow = run_id, workflow
-        self.store_kind = type(getattr(store, "sync", store)).__name__
+        self.store_kind: str | None = None
         self.tracer = _tracer()
         self.span: Any = None
         self.step_span: Any = None
@@ -112,6 +117,8 @@ class Observer:
     def attributes(self, **extra: Any) -> dict[str, Any]:
         attrs = {"run_id": self.run_id, "workflow": self.workflow, "store": self.store_kind}
         return {PREFIX + k: v for k, v in {**attrs, **extra}.items() if v is not None}
+
+    # -- the run --------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def run(self) -> Iterator[None]:
@@ -124,17 +131,17 @@ class Observer:
             attributes=self.attributes(),
             record_exception=False,
             set_status_on_exception=False,
+            end_on_exit=False,
         ) as span:
             self.span = span
             try:
                 yield
             except BaseException as exc:
-                self._end(span, exc)
+                self.step_ended(exc)  # a step the runner could not see to its end
+                _end(span, exc)
                 raise
-            finally:
-                if self.step_span is not None:
-                    self.step_span.end()
-            self._end(span, None)
+            self.step_ended(None)
+            _end(span, None)
 
     def loaded(self, cp: Checkpoint | None) -> None:
         """The checkpoint the attempt starts from: link to the run's first attempt."""
@@ -151,115 +158,119 @@ class Observer:
                 self.span.add_link(first, {PREFIX + "link": "first_attempt"})
 
     def claiming(self, cp: Checkpoint) -> Checkpoint:
-        """The claim of a fresh run records this attempt's trace as the run's first."""
+        """A claim that finds no first attempt's trace records this attempt's."""
         if self.span is None or cp.trace is not None or not self.span.get_span_context().is_valid:
             return cp
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier, otel.set_span_in_context(self.span))
         return replace(cp, trace=carrier.get("traceparent"))
 
-    def claimed(self, cp: Checkpoint, how: str, previous_owner: str | None) -> None:
+    def claimed(self, cp: Checkpoint, loaded: Checkpoint | None) -> None:
+        """The run is ours (``cp``, claimed over ``loaded``): say how it got here."""
         if self.span is not None:
             self.span.set_attribute(PREFIX + "attempt", cp.attempt)
             self.span.set_attribute(PREFIX + "resumed_at", cp.step + 1)
         where = f"step {cp.step + 1}, attempt {cp.attempt}"
-        if how == "fresh":
+        if loaded is None:
             of = f" (workflow {self.workflow})" if self.workflow else ""
             log.info("run %r started%s", self.run_id, of)
-        elif how == "takeover":
+        elif loaded.owner not in (None, cp.owner) and loaded.lease_expires is not None:
             log.warning(
                 "run %r: took over the lease of %s (expired or its process ended); resuming at %s",
-                self.run_id,
-                previous_owner,
-                where,
+                *(self.run_id, loaded.owner, where),
             )
         else:
             log.info("run %r resumed at %s", self.run_id, where)
 
+    # -- steps and saves ------------------------------------------------------------------
+
     def step(self, index: int, name: str, attempt: int) -> contextlib.AbstractContextManager[None]:
-        """Around one attempt of a step; the span stays open for the save that follows."""
+        """Around a step's function: opens the step's span, current while it runs. The
+        span stays open for the save of its outcome; ``step_ended`` ends it."""
         return _QUIET if self.tracer is None else self._step(index, name, attempt)
+
+    def step_ended(self, exc: BaseException | None) -> None:
+        """The outcome of the open step attempt is known (and saved)."""
+        if self.step_span is not None:
+            span, self.step_span = self.step_span, None
+            _end(span, exc)
 
     def save(
         self, cp: Checkpoint, *, beat: bool = False
     ) -> contextlib.AbstractContextManager[None]:
-        """Around one save (a claim, a step's result, a release; ``beat``: a heartbeat's,
-        from another thread or task, under the run's span)."""
+        """Around one save: under the open step's span, or (a claim, a release, a
+        heartbeat's save, from another thread or task) under the run's."""
         if self.tracer is None and not log.isEnabledFor(logging.DEBUG):
             return _QUIET
         return self._save(cp, beat)
 
     @contextlib.contextmanager
     def _step(self, index: int, name: str, attempt: int) -> Iterator[None]:
-        if self.step_span is not None:
-            self.step_span.end()
-            self.step_span = None
-        span = self.tracer.start_span(
+        self.step_ended(None)  # defensive: one step span at a time
+        self.step_span = self.tracer.start_span(
             PREFIX + "step",
             attributes=self.attributes(
                 **{"step.index": index, "step.name": name, "attempt": attempt}
             ),
         )
-        try:
-            with otel.use_span(span, end_on_exit=False, record_exception=False):
-                yield
-        except BaseException as exc:
-            self._end(span, exc)
-            raise
-        self.step_span = span  # its save is part of it
+        with otel.use_span(self.step_span, end_on_exit=False, record_exception=False):
+            yield
 
     @contextlib.contextmanager
     def _save(self, cp: Checkpoint, beat: bool) -> Iterator[None]:
         holder: list[int] = []
         token = _written.set(holder)
         started = time.perf_counter()
-        if beat:
-            parent = None
-        else:
-            parent, self.step_span = self.step_span, None
+        step = None if beat else self.step_span
         span = None
         if self.tracer is not None:
-            ctx = otel.set_span_in_context(parent or self.span) if parent or beat else None
             span = self.tracer.start_span(
                 PREFIX + "save",
-                context=ctx,
+                context=otel.set_span_in_context(step or self.span),
                 attributes=self.attributes(**{"step.index": cp.step, "status": cp.status}),
             )
         try:
-            if span is not None:
+            if span is None:
+                yield
+            else:
                 with otel.use_span(span, end_on_exit=False, record_exception=False):
                     yield
-            else:
-                yield
         except BaseException as exc:
-            for s in (span, parent):
-                if s is not None:
-                    self._end(s, exc)
+            if span is not None:
+                _end(span, exc)
             raise
         finally:
             _written.reset(token)
         written = sum(holder)
         log.debug(
             "run %r: saved (step %d, %s, %d bytes, %.2f ms)",
-            self.run_id,
-            cp.step,
-            cp.status,
-            written,
+            *(self.run_id, cp.step, cp.status, written),
             (time.perf_counter() - started) * 1000,
         )
-        for s in (span, parent):
+        for s in (span, step):
             if s is not None:
                 s.set_attribute(PREFIX + "bytes_written", written)
-                self._end(s, None)
+        if span is not None:
+            _end(span, None)
 
-    def _end(self, span: Any, exc: BaseException | None) -> None:
-        outcome = outcome_of(exc)
-        span.set_attribute(PREFIX + "outcome", outcome)
-        if outcome in ("failed", "lease_lost", "leased"):
-            # InvalidStateError names the offending state key: keep keys out of traces.
-            hidden = isinstance(exc, InvalidStateError)
-            span.record_exception(
-                exc, {"exception.message": "state is not plain JSON"} if hidden else None
-            )
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        span.end()
+
+def _end(span: Any, exc: BaseException | None) -> None:
+    outcome = _outcome(exc)
+    span.set_attribute(PREFIX + "outcome", outcome)
+    if exc is not None and outcome in ("failed", "lease_lost", "leased"):
+        span.record_exception(exc, _keyless(exc))
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+    span.end()
+
+
+def _keyless(exc: BaseException) -> dict[str, str] | None:
+    """What replaces the message (and its copy in the stack trace) of an error of ours
+    that names a state key: traces must not carry state keys."""
+    if not isinstance(exc, InvalidStateError):
+        return None
+    said = "state is not plain JSON (the key is in the error, not in traces)"
+    trace = "".join(traceback.format_tb(exc.__traceback__))
+    return {
+        "exception.message": said,
+        "exception.stacktrace": f"Traceback (most recent call last):\n{trace}{said}\n",
+    }

@@ -19,7 +19,7 @@ outcome ``"leased"``. ``durable-steps worker`` (``_worker``) does this in a loop
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,14 +124,20 @@ async def recover_async(
     """``recover`` for async stores (runs resumed one after another)."""
     _async_only(store)
     known = known_workflows(workflows)
-    done = []
-    async for run_id, name in candidates_async(store, known, owner, limit):
-        w = known[name]
-        try:
-            await w.run_async(run_id, store, lease=lease, owner=owner)
-            done.append(Recovered(run_id, name, "completed"))
-        except BaseException as exc:
-            done.append(outcome_of(run_id, name, exc))
+    done: list[Recovered] = []
+    pick = _Picker(owner, limit)
+    for name in known:
+        async for info in store.list_runs(status="running", workflow=name):  # type: ignore[attr-defined]
+            if pick.full():
+                return done
+            if pick.takes(info):
+                r = known[name]._run(info.run_id, None, lease, owner, None)
+                try:
+                    await drive_async(r, store)
+                except BaseException as exc:
+                    done.append(outcome_of(info.run_id, name, exc))
+                else:
+                    done.append(Recovered(info.run_id, name, "completed"))
     return done
 
 
@@ -165,6 +171,7 @@ def recover_one(
 
 
 def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
+    """The ``Recovered`` of a run whose resumption raised ``exc``."""
     if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
         raise exc  # interrupts and a stopping worker end the pass
     if isinstance(exc, RunWaiting):
@@ -174,8 +181,27 @@ def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
     return Recovered(run_id, workflow, "failed", exc)
 
 
-def _free(info: RunInfo, owner: str | None, now: float) -> bool:
-    return info.error is None and lease_holder(info, owner or "", now) is None
+class _Picker:
+    """Which listed runs a pass takes: a free lease (absent, expired, or its owner
+    visibly gone), not ``skip``ped, at most ``limit`` of them."""
+
+    def __init__(
+        self,
+        owner: str | None,
+        limit: int | None,
+        skip: Callable[[str], bool] = lambda run_id: False,
+    ) -> None:
+        self.owner, self.limit, self.skip, self.taken = owner or "", limit, skip, 0
+
+    def full(self) -> bool:
+        return self.limit is not None and self.taken >= self.limit
+
+    def takes(self, info: RunInfo) -> bool:
+        free = info.error is None and lease_holder(info, self.owner, time.time()) is None
+        if free and not self.skip(info.run_id):
+            self.taken += 1
+            return True
+        return False
 
 
 def candidates(
@@ -186,25 +212,10 @@ def candidates(
     skip: Callable[[str], bool] = lambda run_id: False,
 ) -> Iterator[tuple[str, str]]:
     """(run id, workflow) of the running runs of known workflows with a free lease."""
-    count = 0
+    pick = _Picker(owner, limit, skip)
     for name in known:
         for info in list_runs(status="running", workflow=name):
-            if limit is not None and count >= limit:
+            if pick.full():
                 return
-            if _free(info, owner, time.time()) and not skip(info.run_id):
-                count += 1
-                yield info.run_id, name
-
-
-async def candidates_async(
-    store: AsyncStore, known: Mapping[str, Workflow], owner: str | None, limit: int | None
-) -> AsyncIterator[tuple[str, str]]:
-    count = 0
-    for name in known:
-        listing: AsyncIterator[RunInfo] = store.list_runs(status="running", workflow=name)  # type: ignore[attr-defined]
-        async for info in listing:
-            if limit is not None and count >= limit:
-                return
-            if _free(info, owner, time.time()):
-                count += 1
+            if pick.takes(info):
                 yield info.run_id, name

@@ -37,15 +37,21 @@ class Retry:
     on: tuple[type[BaseException], ...] = (Exception,)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.attempts, int) or self.attempts < 1:
-            raise ValueError(f"Retry(attempts=...) must be an int >= 1, not {self.attempts!r}")
-        if not 0 <= self.backoff <= self.max_backoff:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise TypeError(f"Retry(attempts=...) must be an int, not {self.attempts!r}")
+        if self.attempts < 1:
+            raise ValueError(f"Retry(attempts=...) counts the first try: >= 1, not {self.attempts}")
+        for name in ("backoff", "max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"Retry({name}=...) must be a number of seconds, not {value!r}")
+        if not 0 <= self.backoff <= self.max_backoff < float("inf"):
             raise ValueError(
-                f"Retry needs 0 <= backoff <= max_backoff, not {self.backoff!r} and "
+                f"Retry needs 0 <= backoff <= max_backoff < inf, not {self.backoff!r} and "
                 f"{self.max_backoff!r}"
             )
-        on = self.on if isinstance(self.on, tuple) else (self.on,)
-        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in on):
+        on = tuple(self.on) if isinstance(self.on, list | tuple) else (self.on,)
+        if not on or not all(isinstance(t, type) and issubclass(t, BaseException) for t in on):
             raise TypeError(f"Retry(on=...) must be exception classes, not {self.on!r}")
         object.__setattr__(self, "on", on)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any, NoReturn
 
 from ._errors import (
     ConflictError,
@@ -36,6 +36,7 @@ from ._errors import (
 )
 from ._lease import default_owner, lease_holder
 from ._observe import Observer, log
+from ._ops import Call, Load, Op, Save, Sleep
 from ._retry import NEVER_RETRIED, ONCE
 from ._state import FrozenState, freeze, frozen_state, thaw
 from ._step import Step, StepContext, Suspend
@@ -43,32 +44,6 @@ from ._store import Checkpoint, check_name, check_run_id
 
 _CLAIMS = 3
 """Claims tried before a ConflictError stands (each after a fresh load)."""
-
-
-# What the program asks its driver to do.
-@dataclass(frozen=True)
-class Load:
-    run_id: str
-
-
-@dataclass(frozen=True)
-class Save:
-    checkpoint: Checkpoint
-
-
-@dataclass(frozen=True)
-class Call:
-    step: Step
-    context: StepContext
-    state: FrozenState
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-Op = Load | Save | Call | Sleep
 Program = Generator[Op, Any, dict[str, Any]]
 
 
@@ -100,38 +75,21 @@ class _Run:
         self.lease = float(lease)
         self.owner = default_owner() if owner is None else check_name(owner, "owner")
         self.workflow = workflow
-        self.input = frozen_state(input or {}, self.run_id)
+        self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
         self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input)
-        self.obs = Observer(self.run_id, None, workflow)
-        self.how, self.previous_owner = "fresh", cast(str | None, None)
+        self.obs = Observer(self.run_id, workflow)
 
     # -- the program ---------------------------------------------------------------------
 
     def program(self) -> Program:
-        for claims_left in reversed(range(_CLAIMS)):
-            loaded = yield Load(self.run_id)
-            self.obs.loaded(loaded)
-            claim = self.resume(loaded)
-            if claim is None:
-                log.debug("run %r has no step left to run", self.run_id)
-                return self.result()
-            try:
-                self.cp = yield Save(self.obs.claiming(claim))
-                break
-            except RunLeasedError:
-                raise
-            except ConflictError:
-                # Another worker claimed between our load and our save, or the store
-                # answered from a replica that had not seen the latest write yet: look again.
-                log.warning("run %r: another writer saved it while we claimed it", self.run_id)
-                if not claims_left:
-                    raise
-        self.obs.claimed(self.cp, self.how, self.previous_owner)
+        if not (yield from self.claim()):
+            log.debug("run %r has no step left to run", self.run_id)
+            return self.result()
         try:
             for i, step in self.pending():
                 if self.stop():
-                    self.cp = yield Save(self.released())
+                    self.cp = yield from self.save(self.stopped())
                     raise StopRequested(
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
@@ -142,7 +100,7 @@ class _Run:
         except BaseException as exc:
             # Whatever went wrong (a store error, an interrupt during a save), give the
             # lease back so that the next run need not wait for it to expire.
-            if self.holding and not isinstance(exc, LeaseLostError):
+            if self.holding and not self.lost_lease(exc):
                 try:
                     self.cp = yield Save(self.released())
                 except Exception as release_failed:
@@ -151,55 +109,87 @@ class _Run:
         log.info("run %r completed (%d steps)", self.run_id, len(self.steps))
         return self.result()
 
+    def claim(self) -> Generator[Op, Any, bool]:
+        """Load the run and claim it for this worker; False: no step is left to run."""
+        tries = 1
+        while True:
+            loaded = yield Load(self.run_id)
+            self.obs.loaded(loaded)
+            claim = self.resume(loaded)
+            if claim is None:
+                return False
+            try:
+                self.cp = yield Save(self.obs.claiming(claim))
+            except ConflictError:
+                # Another worker claimed it between our load and our save (the next load
+                # shows its lease), or the store answered from a replica that had not
+                # seen the latest write yet (the next load has it): look again.
+                log.warning("run %r: another writer saved it while we claimed it", self.run_id)
+                if tries == _CLAIMS:
+                    raise
+                tries += 1
+                continue
+            self.obs.claimed(self.cp, loaded)
+            return True
+
     def attempts(self, i: int, step: Step) -> Generator[Op, Any, Checkpoint]:
         """Run step i until it returns (retrying as its Retry says) and save its result."""
         while True:
             ctx = StepContext(self.run_id, i, step.name, self.cp.attempt, self.cp.signals)
             try:
                 done = self.completed(i, step, (yield Call(step, ctx, self.state)))
-            except (LeaseLostError, GeneratorExit):
-                raise
             except Suspend as wait:
                 self.cp = yield from self.save(self.waiting(wait.signal))
-                log.info("run %r is waiting for signal %r in step %d", self.run_id, wait.signal, i)
-                raise RunWaiting(
-                    f"run {self.run_id!r} is waiting for signal {wait.signal!r} in step {i} "
-                    f"{step.name!r}; its lease is released. Deliver it with send_signal() or "
-                    f"'durable-steps runs signal {self.run_id} {wait.signal}', then run it again "
-                    "(or let recover() do it)",
-                    run_id=self.run_id,
-                    signal=wait.signal,
-                ) from None
+                self.obs.step_ended(wait)
+                if wait.signal not in self.cp.signals:
+                    raise self.suspended(i, step, wait.signal) from None
+                # The signal came while the step suspended: take the run back, go on.
+                self.cp = yield from self.save(self.woken())
+                continue
             except BaseException as exc:
-                retry = step.retry or ONCE
-                used = self.cp.attempt - self.cp.first_attempt + 1
-                if retry.retries(exc, used):
-                    self.cp = yield from self.save(self.retrying(i, exc))
-                    pause = retry.delay(used)
-                    log.warning(
-                        "run %r: step %d %r failed (%s, attempt %d); retrying in %.1f s",
-                        *(self.run_id, i, step.name, type(exc).__name__, self.cp.attempt - 1),
-                        pause,
-                    )
-                    yield Sleep(pause)
+                if self.lost_lease(exc) or isinstance(exc, GeneratorExit):
+                    raise
+                if (yield from self.retried(i, step, exc)):
                     continue
-                self.annotate(exc, i, step)
-                outcome = self.failed(i, exc) if not isinstance(exc, NEVER_RETRIED) else None
-                log.warning(
-                    "run %r: step %d %r %s (%s, attempt %d)",
-                    *(self.run_id, i, step.name),
-                    "failed" if outcome else "interrupted",
-                    *(type(exc).__name__, self.cp.attempt),
-                )
-                try:
-                    self.cp = yield from self.save(outcome or self.released())
-                except LeaseLostError as lost:
-                    raise lost from exc
-                except Exception as save_failed:
-                    exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
-                raise
-            saved: Checkpoint = yield from self.save(done)
+                yield from self.fail(i, step, exc)
+            saved = yield from self.save(done)
+            self.obs.step_ended(None)
             return saved
+
+    def retried(self, i: int, step: Step, exc: BaseException) -> Generator[Op, Any, bool]:
+        """Whether step i, failed with ``exc``, is tried again: if so, the next attempt
+        is saved (so a crash during the pause counts too) and the pause taken."""
+        retry = step.retry or ONCE
+        used = self.cp.attempt - self.cp.first_attempt + 1
+        if not retry.retries(exc, used):
+            return False
+        self.cp = yield from self.save(self.retrying(i, exc))
+        self.obs.step_ended(exc)
+        pause = retry.delay(used)
+        log.warning(
+            "run %r: step %d %r failed (%s, attempt %d); retrying in %.1f s",
+            *(self.run_id, i, step.name, type(exc).__name__, self.cp.attempt - 1, pause),
+        )
+        yield Sleep(pause)
+        return True
+
+    def fail(self, i: int, step: Step, exc: BaseException) -> Generator[Op, Any, NoReturn]:
+        """Record that step i failed for good (or was interrupted), release, re-raise."""
+        interrupted = isinstance(exc, NEVER_RETRIED)
+        self.annotate(exc, i, step)
+        log.warning(
+            "run %r: step %d %r %s (%s, attempt %d)",
+            *(self.run_id, i, step.name, "interrupted" if interrupted else "failed"),
+            *(type(exc).__name__, self.cp.attempt),
+        )
+        try:
+            self.cp = yield from self.save(self.released() if interrupted else self.failed(i, exc))
+        except LeaseLostError as lost:
+            raise lost from exc
+        except Exception as save_failed:
+            exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
+        self.obs.step_ended(exc)
+        raise exc
 
     def save(self, cp: Checkpoint) -> Generator[Op, Any, Checkpoint]:
         """Save a checkpoint of a claimed run: a conflict now means the lease was lost."""
@@ -266,10 +256,10 @@ class _Run:
             )
         if self.finished:
             return None
-        self.how = "resumed"
-        if loaded.owner not in (None, self.owner) and loaded.lease_expires is not None:
-            self.how, self.previous_owner = "takeover", loaded.owner
-        started = self.cp.status != "completed"  # a completed run's next step is a new one
+        # The next step was started once more than the checkpoint says: by a worker that
+        # crashed in it (or failed, or was interrupted), or by us now. A completed run
+        # whose step list grew starts its new step afresh.
+        started = self.cp.status != "completed"
         attempt = self.cp.attempt + 1 if started else 1
         # After a failure or a wait, a new round of retries; after a crash, the same one.
         new_round = not started or self.cp.status in ("failed", "waiting")
@@ -324,7 +314,7 @@ class _Run:
             steps=(*self.cp.steps, step.name),
             state=self.state.updated(updates, self.run_id),
             status="completed" if last else "running",
-            attempt=1,
+            attempt=1,  # the next step starts at once
             first_attempt=1,
             error=None,
             updated_at=None,
@@ -341,28 +331,36 @@ class _Run:
         )
 
     def failed(self, i: int, exc: BaseException) -> Checkpoint:
-        return replace(
-            self.cp,
-            status="failed",
-            error=_error(i, self.cp.attempt, exc),
-            owner=None,
-            lease_expires=None,
-            updated_at=None,
-        )
+        return replace(self.released(), status="failed", error=_error(i, self.cp.attempt, exc))
 
     def waiting(self, signal: str) -> Checkpoint:
+        return replace(self.released(), status="waiting", waiting_for=signal)
+
+    def woken(self) -> Checkpoint:
+        """Back from a wait whose signal came meanwhile: the step's next attempt, a new
+        round of retries, under our lease again."""
         return replace(
             self.cp,
-            status="waiting",
-            waiting_for=signal,
-            owner=None,
-            lease_expires=None,
+            status="running",
+            waiting_for=None,
+            attempt=self.cp.attempt + 1,
+            first_attempt=self.cp.attempt + 1,
             updated_at=None,
+            **self.lease_until(time.time()),
         )
 
     def released(self) -> Checkpoint:
         """The lease given back (cancelled, interrupted, stopping): the run stays as it is."""
         return replace(self.cp, owner=None, lease_expires=None, updated_at=None)
+
+    def stopped(self) -> Checkpoint:
+        """Released at a step boundary: the next step did not start after all, so the
+        attempt counted for it (by the claim, or by the previous step's save) is undone."""
+        return replace(self.released(), attempt=self.cp.attempt - 1)
+
+    def lost_lease(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says this run lost its lease (not, say, a nested run's)."""
+        return isinstance(exc, LeaseLostError) and getattr(exc, "run_id", None) == self.run_id
 
     def lost(self) -> LeaseLostError:
         log.warning("run %r: lost its lease to another worker; step not saved", self.run_id)
@@ -372,6 +370,17 @@ class _Run:
             "without a heartbeat, or the store was unreachable); this step's result was "
             "not saved. Raise lease=, or keep steps async under run_async",
             run_id=self.run_id,
+        )
+
+    def suspended(self, i: int, step: Step, signal: str) -> RunWaiting:
+        log.info("run %r is waiting for signal %r in step %d", self.run_id, signal, i)
+        return RunWaiting(
+            f"run {self.run_id!r} is waiting for signal {signal!r} in step {i} "
+            f"{step.name!r}; its lease is released. Deliver it with send_signal() or "
+            f"'durable-steps runs signal {self.run_id} {signal}', then run it again "
+            "(or let recover() do it)",
+            run_id=self.run_id,
+            signal=signal,
         )
 
     def annotate(self, exc: BaseException, i: int, step: Step) -> None:

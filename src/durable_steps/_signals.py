@@ -18,13 +18,13 @@ before the ``wait_for_signal`` call runs again when the run resumes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from ._drive import PlainAsync, execute, execute_async, plain
 from ._errors import ConflictError, RunNotFoundError
-from ._runner import Load, Op, Save, Sleep
+from ._ops import AsyncIO, Load, Op, Save, Sleep, execute, execute_async, plain
 from ._state import freeze, thaw
 from ._step import Suspend, current_step
 from ._store import AsyncStore, Checkpoint, Store, check_name, check_run_id
@@ -52,7 +52,11 @@ async def send_signal_async(
     store: AsyncStore, run_id: str, name: str, payload: Any = None
 ) -> Checkpoint:
     """``send_signal`` for async stores."""
-    return await execute_async(_deliver(run_id, name, payload), PlainAsync(store))
+    io = AsyncIO(store)
+    delivered = await execute_async(_deliver(run_id, name, payload), io)
+    if io.cancelled:
+        raise asyncio.CancelledError  # held back until the delivery's outcome was known
+    return delivered
 
 
 def _deliver(run_id: str, name: str, payload: Any) -> Generator[Op, Any, Checkpoint]:
