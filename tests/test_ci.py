@@ -79,11 +79,14 @@ def test_linux_jobs_run_every_backend_on_the_pinned_emulator() -> None:
     assert "--durable-backends=cosmos-emulator --durable-strict" in container["steps"][-1]["run"]
 
 
-def test_macos_and_windows_run_the_local_stores_allowed_to_fail() -> None:
-    """file and memory on macos-latest and windows-latest, continue-on-error until the
-    portable file store lands (the comment says what to flip)."""
+def test_macos_and_windows_run_the_file_store_suite_and_must_pass() -> None:
+    """file and memory on macos-latest and windows-latest: the contract suite and the file
+    store's own tests, as a required job (no continue-on-error)."""
     job = workflow()["jobs"]["file-store"]
     assert job["strategy"]["matrix"]["os"] == ["macos-latest", "windows-latest"]
-    assert job["continue-on-error"] is True
-    assert job["steps"][-1]["run"] == "python -m pytest --durable-backends=file,memory"
-    assert "delete continue-on-error" in WORKFLOW.read_text()
+    assert "continue-on-error" not in job
+    run = job["steps"][-1]["run"]
+    assert run.startswith("python -m pytest --durable-backends=file,memory ")
+    for module in ("test_contract", "test_listing", "test_filestore", "test_journal"):
+        assert f"tests/{module}.py" in run
+        assert (ROOT / f"tests/{module}.py").is_file()

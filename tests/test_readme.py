@@ -9,7 +9,6 @@ output it must print.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -18,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from .clitools import CLEAN as ENV  # no store configuration; an absolute PYTHONPATH
+
 README = (Path(__file__).parents[1] / "README.md").read_text()
 BLOCKS = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
 CONSOLES = re.findall(r"```console\n(.*?)```", README, re.DOTALL)
 FILES = {m[1]: block for block in BLOCKS if (m := re.match(r"# (\w+\.py)\n", block))}
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("DURABLE_", "COSMOS_"))}
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
