@@ -1,7 +1,7 @@
 """Test servers started as real processes on loopback (shared by tests and benchmarks).
 
 The implementation is the plugin's (durable_steps.testing), so users, the suite and
-the benchmarks start the server the same way; this module keeps the benchmarks'
+the benchmarks start the server the same way; this module gives the tests a short
 import and resolves the npm package from this repository's node_modules.
 """
 

@@ -276,6 +276,7 @@ def test_an_emulator_needs_no_python_code(cosmos_local: CosmosEndpoint) -> None:
     refused = cli("doctor")
     assert refused.returncode == 1
     assert "✗ open the store: " in refused.stdout
+    assert "set COSMOS_CREATE_IF_MISSING=true (emulators only)" in refused.stdout
     try:
         created = cli("doctor", COSMOS_CREATE_IF_MISSING="true")
         assert created.returncode == 0, created.stdout

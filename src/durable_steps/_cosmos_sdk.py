@@ -152,7 +152,7 @@ _HINTS = {
     403: "grant your identity the 'Cosmos DB Built-in Data Contributor' role on the "
     "account (infra/ does), or check the firewall / public network access",
     404: "the database or container does not exist: provision it (infra/), check "
-    "COSMOS_DATABASE and COSMOS_CONTAINER, or pass create_if_missing=True (emulators)",
+    "COSMOS_DATABASE and COSMOS_CONTAINER, or set COSMOS_CREATE_IF_MISSING=true (emulators only)",
     408: "the request timed out; retry",
     413: "the item is too large for Cosmos DB",
     429: "the account is throttling (request rate too large): raise its throughput or "
