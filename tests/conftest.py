@@ -37,6 +37,14 @@ pytest_plugins = ["pytester"]
 Cosmos = CosmosEndpoint
 """The name the test modules know the plugin's endpoint by."""
 
+if os.environ.get("PYTHONPATH"):
+    # `PYTHONPATH=src pytest` (a worktree over a shared editable install): a child that
+    # runs in another directory (pytester's runpytest_subprocess, a CLI run in tmp_path)
+    # must import these sources too, not whatever the install points at.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        str(Path(p).absolute()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
+    )
+
 COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
 if os.environ.get("COSMOS_ENDPOINT"):
     COSMOS_BACKENDS.append("cosmos-live")
