@@ -12,6 +12,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps import Checkpoint, Step
+from durable_steps._state import MAX_DEPTH
 
 from .conftest import Backend
 
@@ -39,7 +40,19 @@ INVALID = [
     "\x7f",
     ".",
     "..",
+    "trail ",  # the Cosmos SDK refuses a trailing space; refused everywhere, before any I/O
+    " lead",
+    "lone\udc80surrogate",  # text that is not unicode (a surrogateescape'd byte)
+    "\ud800",
 ]
+
+
+def nested(levels: int) -> Any:
+    """A value that is ``levels`` lists deep."""
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
 
 
 def first(run_id: str, state: dict[str, Any] | None = None) -> Checkpoint:
@@ -144,8 +157,28 @@ def test_odd_but_valid_run_ids_round_trip_separately(backend: Backend, run_id: s
         ({"l": [1, b"raw"]}, "['l'][1]"),
         ({"k": {3: "int key"}}, "int key 3"),
         ({"nan": float("nan")}, "['nan']"),
+        ({"id": 2**53}, "['id'] is the integer 9007199254740992"),
+        ({"l": [1, -(2**63)]}, "['l'][1] is the integer"),
+        ({"n": 10**30}, "store it as a string"),
+        ({"z": {"x": -0.0}}, "['z']['x'] is -0.0"),
+        ({"s": "caf\udce9"}, "['s'] holds a lone surrogate"),
+        ({"d": {"k\ud800": 1}}, "['d'] has a key with a lone surrogate"),
+        ({"deep": nested(MAX_DEPTH)}, "['deep'][0][0]"),
     ],
-    ids=["object", "set", "bytes", "int-key", "nan"],
+    ids=[
+        "object",
+        "set",
+        "bytes",
+        "int-key",
+        "nan",
+        "int-2**53",
+        "int-2**63",
+        "int-10**30",
+        "minus-zero",
+        "lone-surrogate",
+        "surrogate-key",
+        "too-deep",
+    ],
 )
 def test_non_json_state_names_the_key_and_keeps_previous(
     backend: Backend, run_id: str, value: dict[str, Any], named: str
@@ -159,6 +192,25 @@ def test_non_json_state_names_the_key_and_keeps_previous(
     loaded = backend.store.load(run_id)
     assert loaded is not None
     assert (loaded.state, loaded.etag) == ({"ok": 1}, v1.etag)
+
+
+def test_the_edges_of_the_json_rules_round_trip_on_every_store(
+    backend: Backend, run_id: str
+) -> None:
+    """What the rules allow is kept by every store: integers at +-(2**53 - 1), floats,
+    unicode (astral planes too) and nesting exactly at the documented limit."""
+    state = {
+        "max": 2**53 - 1,
+        "min": -(2**53 - 1),
+        "f": [0.5, -2.25, 1e-300, 1.5e300],
+        "text": "naïve ✓ 検索 😀",
+        "deep": nested(MAX_DEPTH - 1),  # with the state itself: MAX_DEPTH levels
+    }
+    backend.store.save(first(run_id, state))
+    loaded = backend.store.load(run_id)
+    assert loaded is not None
+    assert loaded.state == state
+    assert type(loaded.state["max"]) is int and type(loaded.state["min"]) is int
 
 
 def test_loaded_state_is_not_aliased(backend: Backend, run_id: str) -> None:
@@ -181,8 +233,9 @@ def test_loaded_state_is_not_aliased(backend: Backend, run_id: str) -> None:
         [1, 2, 3],
         {"schema": 1, "step": "two", "steps": [], "state": {}, "etag": "e"},
         {"schema": 1, "step": 0, "steps": ["a"], "state": [], "etag": "e"},
+        b"[" * 200_000,
     ],
-    ids=["truncated", "garbage", "array", "bad-step", "bad-state"],
+    ids=["truncated", "garbage", "array", "bad-step", "bad-state", "nested-200000-deep"],
 )
 def test_corrupt_checkpoint_is_an_error_not_a_fresh_start(
     backend: Backend, run_id: str, doc: Any
@@ -215,6 +268,21 @@ def test_list_runs_shows_saved_runs(backend: Backend, run_id: str) -> None:
     assert info.size > 0 and info.updated_at
     backend.store.delete(run_id)
     assert run_id not in {i.run_id for i in backend.store.list_runs()}
+
+
+def test_an_unreadable_checkpoint_never_stops_a_listing(backend: Backend, run_id: str) -> None:
+    """A checkpoint that cannot be read (here: 200,000 nested brackets) is listed with
+    ``error`` set, the other runs are listed as usual, and a filtered listing skips it."""
+    backend.store.save(first(f"{run_id}-ok"))
+    backend.write_raw(f"{run_id}-bad", b"[" * 200_000)
+    listed = [i for i in backend.store.list_runs() if i.run_id.startswith(run_id)]
+    ok = [i for i in listed if i.run_id == f"{run_id}-ok"]
+    bad = [i for i in listed if i.run_id.startswith(f"{run_id}-bad")]
+    assert len(ok) == 1 and ok[0].error is None
+    assert len(bad) == 1 and bad[0].error and "unreadable" in bad[0].error
+    filtered = [i.run_id for i in backend.store.list_runs(status="running")]
+    assert f"{run_id}-ok" in filtered
+    assert not [r for r in filtered if r.startswith(f"{run_id}-bad")]
 
 
 def test_concurrent_writers_of_one_run_never_both_win(backend: Backend, run_id: str) -> None:

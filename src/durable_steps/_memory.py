@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from itertools import islice
 
+from ._errors import CorruptCheckpointError
 from ._observe import wrote
 from ._store import (
     Checkpoint,
@@ -78,10 +79,7 @@ class MemoryStore:
         limit: int | None = None,
     ) -> Iterator[RunInfo]:
         check_filters(status, limit)
-        infos = (
-            info_of(decode(raw, run_id, "memory"), len(raw))
-            for run_id, raw in sorted(self._runs.copy().items())
-        )
+        infos = (_info(run_id, raw) for run_id, raw in sorted(self._runs.copy().items()))
         return islice((i for i in infos if matches(i, status, workflow, updated_before)), limit)
 
     def close(self) -> None:
@@ -94,3 +92,12 @@ class MemoryStore:
             return known[0]
         # (bytes put there by a test's raw writer: read them the long way)
         return None if raw is None else decode(raw, run_id, "memory").etag
+
+
+def _info(run_id: str, raw: bytes) -> RunInfo:
+    """The listing entry of a stored run; one that cannot be read is an entry with
+    ``error`` set, as in every store (a listing never stops at a bad checkpoint)."""
+    try:
+        return info_of(decode(raw, run_id, "memory"), len(raw))
+    except CorruptCheckpointError as exc:
+        return RunInfo(run_id, -1, None, False, None, len(raw), None, str(exc))
