@@ -213,6 +213,31 @@ def test_the_edges_of_the_json_rules_round_trip_on_every_store(
     assert type(loaded.state["max"]) is int and type(loaded.state["min"]) is int
 
 
+def test_a_run_holding_whole_floats_resumes(backend: Backend, run_id: str) -> None:
+    """Floats with no fractional part (1e20, 1.0) survive a resume. Cosmos DB keeps every
+    number as a double and may give 1e20 back as the integer 100000000000000000000, which
+    the state rules refuse: it must come back as the float it was, not make the run
+    impossible to resume."""
+    calls: list[str] = []
+
+    def b(state: Any) -> dict[str, Any]:
+        calls.append("b")
+        if len(calls) == 1:
+            raise RuntimeError("the model timed out")
+        return {"same": state["big"] == 1e20 and state["one"] == 1}
+
+    steps = [Step("a", lambda s: {"big": 1e20, "one": 1.0, "neg": -3e16}), Step("b", b)]
+    with pytest.raises(RuntimeError, match="timed out"):
+        ds.run(run_id, steps, backend.store)
+    assert ds.run(run_id, steps, backend.store) == {
+        "big": 1e20,
+        "one": 1.0,
+        "neg": -3e16,
+        "same": True,
+    }
+    assert calls == ["b", "b"]
+
+
 def test_loaded_state_is_not_aliased(backend: Backend, run_id: str) -> None:
     """Mutating a loaded state does not change what the store holds."""
     backend.store.save(first(run_id, {"docs": ["a"], "meta": {"k": 1}}))

@@ -6,7 +6,8 @@ also the partition key), ``ttl`` once a run completes (with ``finished_ttl``),
 ``nonce`` (random per save: a save whose answer was lost recognises its own write by
 it) and ``size``: the bytes of the body as sent, measured with the serialisation the
 SDK really uses (UTF-8, or ``\\uXXXX`` escapes where the SDK cannot send UTF-8). The
-2 MB check is made on that measure before anything is sent.
+2 MB check is made on that measure before anything is sent. A read item's numbers are
+taken back as stored (``as_stored``): Cosmos DB may write a whole double as an integer.
 
 A save whose state is unchanged since the stored version it replaces (a heartbeat,
 a release, the claim of a resumed run: ``delta_since`` gives an empty Delta) is sent
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import StateTooLargeError
-from ._state import delta_since
+from ._state import MAX_SAFE_INT, delta_since
 from ._store import SCHEMA, STATUSES, Checkpoint, RunInfo, check_filters, to_document
 
 MAX_ITEM_BYTES = 2 * 1024 * 1024
@@ -175,6 +176,27 @@ class Items:
     def forget(self, run_id: str) -> None:
         with self._lock:
             self._known.pop(run_id, None)
+
+
+def as_stored(item: dict[str, Any]) -> dict[str, Any]:
+    """A read item's state and signals with every integer beyond +-(2**53 - 1) turned back
+    into the float it was. Cosmos DB keeps numbers as doubles and may write a whole one
+    as an integer (1e20 as 100000000000000000000); the state rules refuse such integers,
+    so no save of ours stored one, and leaving it an int would make the run impossible
+    to resume. (1.0 coming back as 1 is equal in Python and left alone.) In place: the
+    item was just parsed from the answer."""
+    for key in ("state", "signals"):
+        if isinstance(item.get(key), dict | list):
+            _unround(item[key])
+    return item
+
+
+def _unround(value: dict[str, Any] | list[Any]) -> None:
+    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+        if type(v) is int and not -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
+            value[k] = float(v)  # type: ignore[index]
+        elif isinstance(v, dict | list):
+            _unround(v)
 
 
 def _path(key: str) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from ._cosmos_items import Items, Write
+from ._cosmos_items import Items, Write, as_stored
 from ._cosmos_sdk import (
     AzureError,
     CosmosHttpResponseError,
@@ -120,6 +120,7 @@ class Cosmos:
             if missing_item(exc):
                 return None
             raise translate(exc, self._where) from exc
+        item = as_stored(item)
         cp = from_document(item, run_id, item.get("_etag"), f"{self._where} item {run_id!r}")
         self._items.read(item)
         return cp
