@@ -40,7 +40,8 @@ def windows(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     def missing(*args: object) -> None:
         raise AssertionError("Windows has no fdatasync, fchmod or directory handles")
 
-    monkeypatch.setattr(_platform.os, "fdatasync", missing)
+    # (raising=False: macOS has no fdatasync to replace either)
+    monkeypatch.setattr(_platform.os, "fdatasync", missing, raising=False)
     monkeypatch.setattr(_platform.os, "fchmod", missing)
     real_open = os.open
 
@@ -197,7 +198,7 @@ def test_macos_syncs_with_f_fullfsync_and_falls_back_to_fsync(
 
     monkeypatch.setattr(fcntl, "fcntl", fcntl_)
     monkeypatch.setattr(_platform.os, "fsync", fsync)
-    monkeypatch.setattr(_platform.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(_platform.os, "fdatasync", fdatasync, raising=False)  # none on macOS
     store = ds.FileStore(tmp_path)
     calls.clear()
     cp = store.save(ds.Checkpoint("r", -1, {}))  # temp file, then its directory
