@@ -16,9 +16,14 @@ import durable_steps as ds
 from durable_steps._config import _settings, describe
 
 
-def test_default_is_a_file_store_in_dot_durable() -> None:
-    """With nothing set, the store is FileStore('.durable')."""
+def test_default_is_a_file_store_in_dot_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing set, the store is FileStore('.durable') (here: in tmp_path, not in
+    the checkout the tests run from)."""
+    monkeypatch.chdir(tmp_path)
     store = ds.store_from_env({})
+    assert (tmp_path / ".durable" / "runs").is_dir()
     assert isinstance(store, ds.FileStore)
     assert store.path == Path(".durable")
 

@@ -162,7 +162,9 @@ def test_a_live_writers_temp_file_is_left_alone(store: ds.FileStore) -> None:
             "-c",
             "import os, sys; from durable_steps import _platform; "
             "fd = os.open(sys.argv[1], os.O_RDWR); _platform.current.lock(fd); "
-            "print('locked', flush=True); sys.stdin.read()",
+            "print('locked', flush=True); sys.stdin.read(); "
+            # Windows frees a dead process's byte-range locks only eventually: unlock first
+            "_platform.current.unlock(fd); os.close(fd)",
             lock,
         ],
         stdin=subprocess.PIPE,
