@@ -179,6 +179,7 @@ class FakeEngine:
     def __init__(self, present: tuple[str, ...] = ()) -> None:
         self.present = set(present)
         self.requests: list[str] = []
+        self.bodies: dict[str, bytes] = {}  # the last body of each path
         self.dir = tempfile.mkdtemp(prefix="engine-")  # short: unix socket paths are limited
         self.host = f"unix://{self.dir}/docker.sock"
         engine = self
@@ -195,8 +196,9 @@ class FakeEngine:
                 self.wfile.write(data)
 
             def route(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 engine.requests.append(f"{self.command} {self.path}")
+                engine.bodies[self.path.split("?")[0].removeprefix(f"/v{API}")] = body
                 self.answer(*engine.reply(self.path.split("?")[0].removeprefix(f"/v{API}")))
 
             do_GET = do_POST = do_DELETE = route
@@ -287,12 +289,18 @@ def test_a_ryuk_image_that_cannot_be_pulled_is_a_failure_naming_ryuk(
 def test_an_image_that_cannot_start_is_a_failure_with_the_engines_reason(
     engine: Callable[..., FakeEngine],
 ) -> None:
-    """Image present, container create refused: EmulatorError 'could not start', not a skip."""
+    """Image present, container create refused: EmulatorError 'could not start', not a skip.
+    The create asked for the pinned image over http, without the Data Explorer and
+    telemetry, with the gateway and health ports published."""
     fake = engine(emu.IMAGE)
     with pytest.raises(emu.EmulatorError, match=r"could not start .*no space left on device"):
         emu.start_emulator(emu.IMAGE, seconds=5)
     create = [r for r in fake.requests if "/containers/create" in r]
     assert len(create) == 1
+    asked = json.loads(fake.bodies["/containers/create"])
+    assert asked["Image"] == emu.IMAGE
+    assert {"PROTOCOL=http", "ENABLE_EXPLORER=false", "ENABLE_TELEMETRY=false"} <= set(asked["Env"])
+    assert {"8081/tcp", "8080/tcp"} <= set(asked["ExposedPorts"])
 
 
 USES_EMULATOR = """
