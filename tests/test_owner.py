@@ -102,3 +102,48 @@ def test_the_psutil_path_agrees_with_proc() -> None:
         check=True,
     )
     assert _lease._started_psutil(int(done.stdout)) is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="audit gap in _lease._boot (not fixed here): on Windows psutil.boot_time() is "
+    "time.time() - uptime, recomputed per process, and may differ by up to a second between "
+    "processes (psutil #1007), so int() of it can differ and a crashed local owner looks "
+    "like another boot: its lease is waited out instead of taken over at once",
+)
+def test_processes_that_disagree_on_boot_time_by_a_second_agree_an_owner_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off Linux the boot part of an owner id comes from psutil.boot_time(). Where that
+    wobbles between processes (Windows), an ended owner of this machine must still be
+    seen as gone by another process of the same boot."""
+    import psutil
+
+    boots = iter([1_700_000_000.9996, 1_700_000_001.0004])  # one boot, seen by two processes
+    fake = type(
+        "FakePsutil",
+        (),
+        {
+            "boot_time": staticmethod(lambda: next(boots)),
+            "Process": psutil.Process,
+            "STATUS_ZOMBIE": psutil.STATUS_ZOMBIE,
+            "NoSuchProcess": psutil.NoSuchProcess,
+            "Error": psutil.Error,
+        },
+    )
+    monkeypatch.setattr(_lease.sys, "platform", "win32")
+    monkeypatch.setattr(_lease, "_psutil", lambda: fake)
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    try:
+        _lease._here.cache_clear()  # the owner's process
+        prefix, host, boot, _, _, rand = _lease.default_owner().split(":")
+        owner = ":".join([prefix, host, boot, ended.stdout.strip(), "1700000123.456", rand])
+        _lease._here.cache_clear()  # another process of the same boot
+        assert _lease.owner_gone(owner)
+    finally:
+        _lease._here.cache_clear()
