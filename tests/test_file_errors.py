@@ -251,26 +251,27 @@ def test_a_really_full_then_read_only_disk(small_disk: Path) -> None:
     with StoreError 'disk is full', each keeping what was stored and leaving no temp file;
     with space freed, saves work again. Remounted read-only: StoreError 'read-only' on save,
     while load and list still work."""
-    store = ds.FileStore(small_disk / "store")
-    cp = first(store)
-    filler = small_disk / "filler"
-    assert fill(filler) == errno.ENOSPC
-    with pytest.raises(ds.StoreError, match="disk is full") as caught:
-        step(store, cp, big="x" * 20_000)
-    assert isinstance(caught.value.__cause__, OSError)
-    assert caught.value.__cause__.errno == errno.ENOSPC
-    intact(store, cp)
-    with pytest.raises(ds.StoreError, match="disk is full"):
-        store.save(ds.Checkpoint("new", -1, {"big": "y" * 20_000}))
-    assert store.load("new") is None
-    intact(store, cp)
-    filler.unlink()
-    cp = step(store, cp, big="x" * 20_000)
-    intact(store, cp)
-    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    with pytest.raises(ds.StoreError, match="read-only: remount it read-write"):
-        step(store, cp, w=1)
-    assert [i.run_id for i in store.list_runs()] == ["r"]
-    loaded = store.load("r")
-    assert loaded is not None
-    assert loaded.etag == cp.etag
+    with ds.FileStore(small_disk / "store") as store:  # closed even if the test fails
+        cp = first(store)
+        filler = small_disk / "filler"
+        assert fill(filler) == errno.ENOSPC
+        with pytest.raises(ds.StoreError, match="disk is full") as caught:
+            step(store, cp, big="x" * 20_000)
+        assert isinstance(caught.value.__cause__, OSError)
+        assert caught.value.__cause__.errno == errno.ENOSPC
+        intact(store, cp)
+        with pytest.raises(ds.StoreError, match="disk is full"):
+            store.save(ds.Checkpoint("new", -1, {"big": "y" * 20_000}))
+        assert store.load("new") is None
+        intact(store, cp)
+        filler.unlink()
+        cp = step(store, cp, big="x" * 20_000)
+        intact(store, cp)
+        store.close()  # the files it keeps open between saves would keep the disk busy
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        with pytest.raises(ds.StoreError, match="read-only: remount it read-write"):
+            step(store, cp, w=1)
+        assert [i.run_id for i in store.list_runs()] == ["r"]
+        loaded = store.load("r")
+        assert loaded is not None
+        assert loaded.etag == cp.etag

@@ -33,10 +33,10 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,12 +49,12 @@ from ._fileio import (
     WRITTEN,
     NotDurableError,
     atomic_write,
-    create_private,
     make_dir,
     open_existing,
     os_error,
     read_file,
 )
+from ._handles import Handles, RunFile, Stripe
 from ._observe import wrote
 from ._state import delta_since, is_checked
 from ._store import (
@@ -65,7 +65,9 @@ from ._store import (
     conflict,
     delete_conflict,
     dumps,
+    evolve,
     from_document,
+    new_etag,
     to_document,
 )
 
@@ -107,6 +109,8 @@ class FileStore:
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
+        self._handles = Handles(self._stripes)
+        weakref.finalize(self, self._handles.close)  # a store dropped unclosed closes its files
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.path)!r})"
@@ -140,28 +144,30 @@ class FileStore:
         return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        etag = secrets.token_hex(12)
+        etag = new_etag()
         doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
         signals = _signals_key(checkpoint.signals)
         target = self.file_for(checkpoint.run_id)
-        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target):
-            written = self._save_locked(target, checkpoint, doc, signals)
+        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target) as stripe:
+            assert stripe is not None
+            written = self._save_locked(stripe, target, checkpoint, doc, signals)
         wrote(written)
-        return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
+        return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
     def _save_locked(
-        self, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
+        self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
     ) -> int:
         meta = journal.meta_of(doc)
-        fd = open_existing(target, os.O_RDWR)
+        path = str(target)
+        file = stripe.open_run(path)
         try:
-            end = None if fd is None else self._end(fd, cp.run_id, target)
+            end = None if file is None else self._end(file.fd, file.size, cp.run_id, target, file)
             if (end and end.etag) != cp.etag:
                 raise conflict(cp.run_id, cp.etag, end is None)
             known = self._known.get(cp.run_id)
             if known is not None and known.etag != cp.etag:
                 known = None
-            if fd is not None and end is not None and end.end is not None:
+            if file is not None and end is not None and end.end is not None:
                 delta = delta_since(cp.state, cp.etag)
                 body = journal.body_of(
                     doc,
@@ -171,27 +177,39 @@ class FileStore:
                 )
                 record = journal.encode(meta, body, doc["etag"])
                 if end.end + len(record) <= journal.compact_at(end.base):
-                    self._append(fd, record, end, cp.run_id, target)
+                    self._append(file.fd, record, end, cp.run_id, target)
                     new_end = end.end + len(record)
+                    stripe.appended(path, new_end, doc["etag"])
                     self._remember(
                         cp.run_id, _Known(doc["etag"], new_end, end.base, cp.steps, signals)
                     )
                     return len(record)
         finally:
-            if fd is not None:
-                os.close(fd)  # before a rename over it: Windows refuses to replace an open file
+            stripe.done(file)
+        # A new file: the kept one is closed first (Windows refuses to replace an open file).
+        stripe.forget(path)
         snapshot = journal.encode(meta, journal.snapshot_body(doc), doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
         self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals))
         return size
 
-    def _end(self, fd: int, run_id: str, target: Path) -> _End:
+    def _end(
+        self, fd: int, size: int, run_id: str, target: Path, file: RunFile | None = None
+    ) -> _End:
         """The etag and the end of the last valid record, reading the file's end only
-        (all of it only after a torn save, or for an earlier version's file)."""
-        size = os.fstat(fd).st_size
+        (all of it only after a torn save, or for an earlier version's file). Nothing
+        at all when this store's last append went through ``file``, kept open since,
+        and the length is still the one it left (see ``_handles``)."""
         known = self._known.get(run_id)
-        if known is not None and known.end == size and journal.tail_etag(fd, size) == known.etag:
+        if (
+            known is not None
+            and known.end == size
+            and (
+                (file is not None and file.written == (size, known.etag))
+                or journal.tail_etag(fd, size) == known.etag
+            )
+        ):
             return _End(known.etag, size, size, known.base)
         base = journal.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
@@ -230,12 +248,15 @@ class FileStore:
                 if listed is None:
                     return False
                 target = listed
-            with self._lock(target):
+            with self._lock(target) as stripe:
+                assert stripe is not None
+                stripe.forget(str(target))
                 fd = open_existing(target, os.O_RDONLY)
                 if fd is None:
                     return False
                 try:
-                    if etag is not None and self._end(fd, run_id, target).etag != etag:
+                    size = os.fstat(fd).st_size
+                    if etag is not None and self._end(fd, size, run_id, target).etag != etag:
                         raise delete_conflict(run_id)
                 finally:
                     os.close(fd)
@@ -287,7 +308,9 @@ class FileStore:
     # -- the rest -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Nothing to release; present so every store closes alike."""
+        """Close the files kept open between saves (the store stays usable: it opens
+        them again when needed)."""
+        self._handles.close()
 
     def __enter__(self) -> FileStore:
         return self
@@ -302,37 +325,36 @@ class FileStore:
             if len(self._known) > _REMEMBERED:
                 del self._known[next(iter(self._known))]
 
-    @contextlib.contextmanager
-    def _lock(self, file: Path, *, wait: bool = True) -> Iterator[bool]:
-        """The run file's stripe lock, held across processes; yields False only when
-        ``wait`` is False and another writer holds it."""
+    def _lock(self, file: Path, *, wait: bool = True) -> AbstractContextManager[Stripe | None]:
+        """The run file's stripe lock, held across threads and processes; yields None
+        only when ``wait`` is False and another writer holds it."""
         match = _filelist.STRIPE.search(file.name)
-        path = self._stripes[int(match[1], 16) % _STRIPES if match else 0]
-        fd = open_existing(path, os.O_RDWR) or create_private(path)
-        platform = _platform.current
-        try:
-            locked = True
-            if wait:
-                platform.lock(fd)
-            else:
-                locked = platform.try_lock(fd)
-            try:
-                yield locked
-            finally:
-                if locked:
-                    platform.unlock(fd)
-        finally:
-            os.close(fd)
+        return self._handles.hold(int(match[1], 16) % _STRIPES if match else 0, wait=wait)
 
-    @contextlib.contextmanager
-    def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> Iterator[None]:
-        try:
-            yield
-        except OSError as exc:
+    def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> _Io:
+        """Around file-system calls: an OSError becomes the StoreError that says what
+        was being done, where, what to do, and what became of the checkpoint."""
+        return _Io(self.path, doing, run_id, path, outcome)
+
+
+class _Io:
+    """``FileStore._io`` (a class, not a generator: every save passes through it)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, OSError):
+            store, doing, run_id, path, outcome = self.args
             what = doing if run_id is None else f"{doing} run {run_id!r}"
             if isinstance(exc, NotDurableError):
                 outcome = WRITTEN
-            raise os_error(exc, what, path, self.path, outcome) from exc
+            raise os_error(exc, what, path, store, outcome) from exc
 
 
 def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Known | None]:

@@ -123,7 +123,9 @@ def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
 
 def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
     """The record's meta: the document (``_store.to_document``) but its bulky parts."""
-    meta = {k: v for k, v in doc.items() if k not in _WHOLE and k != "etag"}
+    meta = doc.copy()
+    del meta["state"], meta["steps"], meta["signals"]
+    meta.pop("etag", None)
     meta["step_name"] = doc["steps"][-1] if doc["steps"] else None
     return meta
 

@@ -47,6 +47,9 @@ _BUSY = {errno.EACCES, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
 class Posix:
     """Linux and other POSIX systems."""
 
+    keeps_run_files = True
+    """Whether a store may keep a run's file open between saves (``_handles``)."""
+
     def lock(self, fd: int) -> None:
         import fcntl
 
@@ -62,7 +65,9 @@ class Posix:
         return True
 
     def unlock(self, fd: int) -> None:
-        """Nothing: closing the descriptor releases the flock."""
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
     def sync_data(self, fd: int) -> None:
         """The file's data (and its size) on disk: what an append needs."""
@@ -109,6 +114,8 @@ class Windows:
 
     attempts = 25
     """Tries of a replace or delete that meets a sharing violation (over about a second)."""
+    keeps_run_files = False
+    """A run file held open would make other processes' replace of it fail."""
 
     def lock(self, fd: int) -> None:
         delay = 0.0005

@@ -251,7 +251,7 @@ def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
         return value
     kind = type(value)
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if not value.isascii() and _SURROGATE.search(value):  # isascii: a flag, no scan
             raise _invalid(
                 f"{what}{path} holds a lone surrogate (text that is not valid unicode); "
                 "decode it properly or store it as base64",
