@@ -3,6 +3,8 @@ damage before the tail, compaction, and a save that reads only the file's end.""
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _journal
+from durable_steps import _file, _journal, _store
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -153,6 +155,130 @@ def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
         assert now.st_size <= 4 * snapshot
     assert rewrites >= 2
     assert same(store.load("r"), cp)
+
+
+@pytest.mark.parametrize("variant", ["keys", "list"])
+def test_a_state_that_only_grows_is_never_rewritten(
+    store: ds.FileStore, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its log holds nothing superseded, so no save compacts it: after the run's first
+    file every save appends, and the writes add up to the new data and each record's
+    fields (compacting at 4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
+    new_files: list[int] = []
+    real = _file.atomic_write
+
+    def atomic_write(target: Path, data: bytes) -> None:
+        new_files.append(len(data))
+        real(target, data)
+
+    monkeypatch.setattr(_file, "atomic_write", atomic_write)
+    text = "t" * 5000
+
+    def step(i: int) -> ds.Step:
+        if variant == "keys":
+            return ds.Step(f"s{i}", lambda s: {f"k{i}": text})
+        return ds.Step(f"s{i}", lambda s: {"messages": [*s["messages"], text]})
+
+    ds.Workflow("grow", [step(i) for i in range(200)]).run("r", store, input={"messages": []})
+    assert len(new_files) == 1  # the run's first file, nothing since
+    assert store.file_for("r").stat().st_size < 1.2 * 200 * 5000
+
+
+def last_sizes(store: ds.FileStore, run_id: str = "r") -> Any:
+    data = store.file_for(run_id).read_bytes()
+    return json.loads(_journal.scan(data, run_id, "test")[-1].meta).get("sizes")
+
+
+def exact_sizes(cp: ds.Checkpoint) -> list[int]:
+    parts = (dict(cp.state), list(cp.steps), dict(cp.signals))
+    return [len(json.dumps(p, ensure_ascii=False, separators=(",", ":")).encode()) for p in parts]
+
+
+def test_every_record_knows_the_exact_size_of_its_snapshot(store: ds.FileStore) -> None:
+    """The sizes each record carries equal the JSON of the state, step names and signals
+    it adds up to -- kept exact from the changes alone (new keys, replaced values of
+    other lengths, lists extended from empty or not, unicode, new step names, signals),
+    through compactions too."""
+    rng = random.Random(13)
+
+    def value() -> Any:
+        kind = rng.randrange(6)
+        if kind == 0:
+            return "ü" * rng.randrange(30) + '\n"'
+        if kind == 1:
+            return rng.randrange(-(10**6), 10**6)
+        if kind == 2:
+            return rng.random()
+        if kind == 3:
+            return None
+        if kind == 4:
+            return [value() for _ in range(rng.randrange(3))]
+        return {f"k{rng.randrange(5)}": value() for _ in range(rng.randrange(3))}
+
+    cp = store.save(ds.Checkpoint("r", -1, {"log": []}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    for i in range(400):
+        kind = rng.randrange(4)
+        updates: dict[str, Any] = {}
+        if kind == 0:
+            updates = {f"key{rng.randrange(30)}": value()}
+        elif kind == 1:
+            updates = {"log": [*cp.state["log"], *(value() for _ in range(rng.randrange(1, 3)))]}
+        elif kind == 2:
+            updates = {f"n{rng.randrange(9)}": value(), "ключ": [value()]}
+        fields: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            fields = {"step": cp.step + 1, "steps": (*cp.steps, f"s-ü{cp.step + 1}")}
+        if rng.random() < 0.03:
+            fields["signals"] = {**cp.signals, f"sig{i}": value()}
+        cp = advance(store, cp, updates, **fields)
+        assert last_sizes(store) == exact_sizes(cp), i
+    assert store.file_for("r").stat().st_size < 4 * sum(exact_sizes(cp)) + 70_000
+
+
+def test_a_state_that_shrinks_is_compacted_to_its_new_size(store: ds.FileStore) -> None:
+    """A 100 KB value replaced by a small one: the file is rewritten at once, since it
+    holds more than 4x the state (the first record's length would allow 400 KB)."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"i": 1})
+    assert store.file_for("r").stat().st_size > 100_000
+    cp = advance(store, cp, {"blob": "small"})
+    assert store.file_for("r").stat().st_size < 2_000
+    for i in range(200):
+        cp = advance(store, cp, {"i": i})
+        assert store.file_for("r").stat().st_size <= _journal.COMPACT_MIN + 1_000
+    assert same(ds.FileStore(store.path).load("r"), cp)
+
+
+def test_a_journal_of_the_earlier_version_keeps_its_rule_until_its_next_snapshot(
+    store: ds.FileStore,
+) -> None:
+    """Records without sizes (as the previous version wrote them) load; saves on top
+    append without sizes and compact at 4x the first record, as that version did; the
+    snapshot that compaction writes carries sizes, and so does every record after it."""
+    doc = _store.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
+    meta = _journal.meta_of(doc)
+    old = _journal.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
+    target = store.file_for("r")
+    target.write_bytes(old)
+    loaded = store.load("r")
+    assert loaded is not None
+    cp = replace(loaded, state=frozen_state(loaded.state, "r", stored_as=loaded.etag))
+    cp = advance(store, cp, {"i": 0})
+    assert last_sizes(store) is None
+    inode = target.stat().st_ino
+    for i in range(1, 200):
+        cp = advance(store, cp, {"i": i, f"k{i}": "x" * 500})
+        if target.stat().st_ino != inode:
+            break
+        assert target.stat().st_size <= 4 * len(old)
+    else:
+        raise AssertionError("never compacted")
+    assert last_sizes(store) == exact_sizes(cp)
+    cp = advance(store, cp, {"z": 1})
+    assert last_sizes(store) == exact_sizes(cp)
+    assert same(ds.FileStore(store.path).load("r"), cp)
 
 
 # -- the torn-tail rule ----------------------------------------------------------------------

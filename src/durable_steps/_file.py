@@ -84,6 +84,7 @@ class _Known(NamedTuple):
     base: int
     steps: tuple[str, ...]
     signals: object  # frozen signals as they are, others as JSON (see _signals_key)
+    sizes: journal.Sizes | None
 
 
 class _End(NamedTuple):
@@ -93,6 +94,7 @@ class _End(NamedTuple):
     end: int | None  # None: a whole document of an earlier version, not a journal
     size: int
     base: int
+    sizes: journal.Sizes | None = None
 
 
 class FileStore:
@@ -168,30 +170,39 @@ class FileStore:
             if known is not None and known.etag != cp.etag:
                 known = None
             if file is not None and end is not None and end.end is not None:
-                delta = delta_since(cp.state, cp.etag)
-                body = journal.body_of(
+                body, sizes = journal.body(
                     doc,
-                    delta,
+                    delta_since(cp.state, cp.etag),
                     None if known is None else known.steps,
                     known is None or not (known.signals is signals or known.signals == signals),
+                    end.sizes,
                 )
-                record = journal.encode(meta, body, doc["etag"])
-                if end.end + len(record) <= journal.compact_at(end.base):
+                if sizes is not None:
+                    meta["sizes"] = sizes
+                m = dumps(meta)
+                record = journal.frame(m, body, doc["etag"])
+                # Compact once the file would outgrow 4x the snapshot of this checkpoint
+                # (its sizes unknown: of the file's first record, as earlier versions did).
+                base = end.base if sizes is None else journal.snapshot_length(len(m), sizes)
+                if end.end + len(record) <= journal.compact_at(base):
                     self._append(file.fd, record, end, cp.run_id, target)
                     new_end = end.end + len(record)
                     stripe.appended(path, new_end, doc["etag"])
                     self._remember(
-                        cp.run_id, _Known(doc["etag"], new_end, end.base, cp.steps, signals)
+                        cp.run_id,
+                        _Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes),
                     )
                     return len(record)
         finally:
             stripe.done(file)
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
-        snapshot = journal.encode(meta, journal.snapshot_body(doc), doc["etag"])
+        body, sizes = journal.body(doc, None, None, True, None)
+        meta["sizes"] = sizes
+        snapshot = journal.frame(dumps(meta), body, doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
-        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals))
+        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals, sizes))
         return size
 
     def _end(
@@ -210,16 +221,17 @@ class FileStore:
                 or journal.tail_etag(fd, size) == known.etag
             )
         ):
-            return _End(known.etag, size, size, known.base)
+            return _End(known.etag, size, size, known.base, known.sizes)
         base = journal.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
             doc, etag, _ = _parse(journal.read_all(fd), run_id, str(target))
             return _End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
         last = journal.last_record(fd, size)
         if last is not None:
-            return _End(last.etag, size, size, base)
+            return _End(last.etag, size, size, base, journal.sizes_of(last.meta))
         records = journal.scan(journal.read_all(fd), run_id, str(target))
-        return _End(records[-1].etag, records[-1].end, size, base)
+        last = records[-1]
+        return _End(last.etag, last.end, size, base, journal.sizes_of(last.meta))
 
     def _append(self, fd: int, record: bytes, end: _End, run_id: str, target: Path) -> None:
         assert end.end is not None
@@ -362,7 +374,8 @@ def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Know
     doc, etag, records = journal.parse(data, run_id, where)
     if not records:
         return doc, etag, None
-    return doc, etag, _Known(records[-1].etag, records[-1].end, records[0].end, (), b"")
+    last, sizes = records[-1], journal.sizes_of(doc)  # doc: the last record's meta and more
+    return doc, etag, _Known(last.etag, last.end, records[0].end, (), b"", sizes)
 
 
 def _signals_key(signals: Mapping[str, Any]) -> object:

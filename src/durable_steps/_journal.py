@@ -15,8 +15,10 @@ Record format (all lengths in bytes, numbers as lowercase hex)::
                                                   from HEAD up to C (8 hex each)
 
 - meta: every field of the checkpoint except the state, the step names and the
-  signals, plus ``step_name`` (the last completed step's name). A listing reads
-  the last TAIL and this, never the state.
+  signals, plus ``step_name`` (the last completed step's name) and ``sizes``:
+  the bytes that the state, the step names and the signals, each as JSON, take
+  in a snapshot of this checkpoint (absent in records of earlier versions). A
+  listing reads the last TAIL and this, never the state.
 - body: ``state`` (the whole state) or ``set`` (keys set to new values) and
   ``extend`` (key -> items appended to a list); ``steps`` (all names) or
   ``steps+`` (names appended); ``signals`` (all of them) when they changed. A
@@ -41,9 +43,17 @@ checksums). At the first byte offset ``o`` where no valid record starts:
 Only the last record can be torn: a save returns after its record is on disk,
 and each writer first cuts off a torn tail, so records never follow a torn one.
 
-Compaction. When a save would grow the file beyond ``compact_at(base)`` (4x the
-size of its first record, at least ``COMPACT_MIN``), that save writes a new
-snapshot file instead of appending, so a load reads at most about 4x the state.
+Compaction. When a save would grow the file beyond ``compact_at(base)`` -- 4x
+the length of a snapshot of the checkpoint it saves, at least ``COMPACT_MIN`` --
+that save writes a new snapshot file instead of appending, so a load reads at
+most about 4x the state, and a state that only grows (whose log holds nothing
+superseded) is not rewritten for growing. The snapshot's length comes from
+``sizes``, kept exact without encoding the state: a record's sizes are those of
+the record before plus its changes (``body``: what a set key's old value took,
+a list's new items and commas, new step names), or measured where it writes a
+part whole. When the record before has no sizes (an earlier version wrote it),
+the base is the file's first record, as earlier versions had it, until the next
+snapshot measures them.
 
 Writing (``_file``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
 on Windows; across processes): read the etag from the last TAIL and compare it
@@ -66,9 +76,11 @@ mean what they mean on a local disk.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import zlib
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ._errors import StateTooLargeError
@@ -84,7 +96,6 @@ COMPACT_MIN = 64 * 1024
 MAX_RECORD = 0xFFFFFFFF
 _HEAD = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
 _TAIL = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
-_WHOLE = ("state", "steps", "signals")
 
 
 class Record(NamedTuple):
@@ -95,9 +106,44 @@ class Record(NamedTuple):
     body: bytes
 
 
+class Sizes(NamedTuple):
+    """The bytes a snapshot's body gives the state, the step names and the signals (each
+    its JSON), as of a record: in its meta as ``"sizes": [state, steps, signals]``."""
+
+    state: int
+    steps: int
+    signals: int
+
+
 def compact_at(base: int) -> int:
-    """The size beyond which a file whose first record has ``base`` bytes is rewritten."""
+    """The size beyond which a file is rewritten, for a snapshot of ``base`` bytes (that
+    of the current checkpoint when its sizes are known; else the file's first record)."""
     return max(COMPACT_RATIO * base, COMPACT_MIN)
+
+
+def snapshot_length(meta: int, sizes: Sizes) -> int:
+    """The length of the snapshot a compaction would write now, for ``meta`` bytes of
+    meta: HEAD, meta, ``{"state":..,"steps":..,"signals":..}`` (30 bytes besides the
+    three), TAIL."""
+    return HEAD + meta + 30 + sizes.state + sizes.steps + sizes.signals + TAIL
+
+
+def sizes_of(meta: object) -> Sizes | None:
+    """The sizes a record's meta (a dict, or its JSON) carries; None if it has none (an
+    earlier version wrote it) or they make no sense."""
+    if isinstance(meta, bytes):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    found = meta.get("sizes") if isinstance(meta, dict) else None
+    if (
+        isinstance(found, list)
+        and len(found) == 3
+        and all(type(n) is int and n >= 0 for n in found)
+    ):
+        return Sizes(*found)
+    return None
 
 
 def is_journal(first: bytes) -> bool:
@@ -105,9 +151,13 @@ def is_journal(first: bytes) -> bool:
 
 
 def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
-    m, b = dumps(meta), dumps(body)
+    return frame(dumps(meta), dumps(body), etag)
+
+
+def frame(m: bytes, b: bytes, etag: str) -> bytes:
+    """The record of meta ``m`` and body ``b`` (both JSON): HEAD, them, TAIL."""
     if len(b) > MAX_RECORD or len(m) > MAX_RECORD:  # 8 hex digits of length
-        run_id = meta.get("run_id", "?")
+        run_id = json.loads(m).get("run_id", "?")
         raise StateTooLargeError(
             f"run {run_id!r}: a checkpoint of {len(b):,} bytes does not fit a FileStore record "
             f"(at most {MAX_RECORD:,}); keep large data in files and their paths in the state",
@@ -130,32 +180,94 @@ def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def body_of(
-    doc: dict[str, Any], delta: Delta | None, steps: tuple[str, ...] | None, signals: bool
-) -> dict[str, Any]:
-    """A save's body: ``delta`` (None: the whole state); ``steps``: the names already
-    stored (None: unknown, write all); ``signals``: whether to write them."""
-    body: dict[str, Any] = {}
+def body(
+    doc: dict[str, Any],
+    delta: Delta | None,
+    steps: tuple[str, ...] | None,
+    signals: bool,
+    sizes: Sizes | None,
+) -> tuple[bytes, Sizes | None]:
+    """A save's body (JSON) and the sizes after it. ``delta``: None for the whole state;
+    ``steps``: the names already stored (None: unknown, write all); ``signals``: whether
+    to write them; ``sizes``: as of the record before (None: unknown). The sizes after
+    are exact: a part written whole is measured, a change is added to what it changes
+    (the JSON a key and its old value took, a list's new items and commas); None when
+    a part that is not written whole had no known size."""
+    parts: list[bytes] = []
+    state: int | None
     if delta is None:
-        body["state"] = doc["state"]
+        whole = dumps(doc["state"])
+        parts.append(b'"state":' + whole)
+        state = len(whole)
     else:
+        grown: int | None = 0
         if delta.set:
-            body["set"] = delta.set
+            part, grown = _set(delta.set, delta.before)
+            parts.append(b'"set":' + part)
         if delta.extended:
-            body["extend"] = delta.extended
+            part, more = _extend(delta.extended, doc["state"])
+            parts.append(b'"extend":' + part)
+            grown = None if grown is None else grown + more
+        state = None if sizes is None or grown is None else sizes.state + grown
     names = doc["steps"]
+    steps_size: int | None = None
     if steps is not None and tuple(names[: len(steps)]) == steps:
-        if len(names) > len(steps):
-            body["steps+"] = names[len(steps) :]
+        added = dumps(names[len(steps) :]) if len(names) > len(steps) else None
+        if added is not None:
+            parts.append(b'"steps+":' + added)
+        if sizes is not None:
+            steps_size = sizes.steps + (0 if added is None else len(added) - 2 + bool(steps))
     else:
-        body["steps"] = names
+        whole = dumps(names)
+        parts.append(b'"steps":' + whole)
+        steps_size = len(whole)
+    signals_size: int | None = None if sizes is None else sizes.signals
     if signals:
-        body["signals"] = doc["signals"]
-    return body
+        whole = dumps(doc["signals"])
+        parts.append(b'"signals":' + whole)
+        signals_size = len(whole)
+    after = (
+        None
+        if state is None or steps_size is None or signals_size is None
+        else Sizes(state, steps_size, signals_size)
+    )
+    return b"{" + b",".join(parts) + b"}", after
 
 
-def snapshot_body(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in _WHOLE}
+def _set(values: dict[str, Any], before: Mapping[str, Any] | None) -> tuple[bytes, int | None]:
+    """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
+    unknown, without the state it applies to)."""
+    entries = []
+    grown, keys = 0, 0 if before is None else len(before)
+    for key, value in values.items():
+        name = dumps(key)
+        entry = name + b":" + dumps(value)
+        entries.append(entry)
+        if before is None:
+            continue
+        old = before.get(key, _MISSING)
+        if old is _MISSING:  # a new member, after a comma unless it is the first
+            grown += len(entry) + (keys > 0)
+            keys += 1
+        else:
+            grown += len(entry) - len(name) - 1 - len(dumps(old))
+    return b"{" + b",".join(entries) + b"}", None if before is None else grown
+
+
+def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
+    """``extend``'s JSON object, and how many bytes longer it makes the state's JSON:
+    each list gains its new items, after a comma unless it was empty."""
+    entries = []
+    grown = 0
+    for key, items in lists.items():
+        added = dumps(items)
+        entries.append(dumps(key) + b":" + added)
+        if items:
+            grown += len(added) - 2 + (len(state[key]) > len(items))
+    return b"{" + b",".join(entries) + b"}", grown
+
+
+_MISSING = object()
 
 
 def record_at(data: bytes, o: int) -> Record | None:

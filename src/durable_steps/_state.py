@@ -82,12 +82,18 @@ class FrozenDict(dict[str, Any]):
 
 class Delta:
     """What changed from one state to the next: keys set to new values, and lists
-    that were only extended (key -> the new items). Nothing is ever removed."""
+    that were only extended (key -> the new items). Nothing is ever removed.
+    ``before`` is the state it applies to (a store measures what a set key replaced)."""
 
-    __slots__ = ("extended", "set")
+    __slots__ = ("before", "extended", "set")
 
-    def __init__(self, set_: dict[str, Any], extended: dict[str, list[Any]]) -> None:
-        self.set, self.extended = set_, extended
+    def __init__(
+        self,
+        set_: dict[str, Any],
+        extended: dict[str, list[Any]],
+        before: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.set, self.extended, self.before = set_, extended, before
 
     def __bool__(self) -> bool:
         return bool(self.set or self.extended)
@@ -132,7 +138,7 @@ class FrozenState(FrozenDict):
         new = _state({**self, **changed}, height)
         new._parent, new._delta = (
             self,
-            Delta({k: v for k, v in changed.items() if k not in extended}, extended),
+            Delta({k: v for k, v in changed.items() if k not in extended}, extended, self),
         )
         return new
 

@@ -318,7 +318,8 @@ def _c_encoder() -> Any:
 _C_ENCODER = _c_encoder()
 
 
-def dumps(doc: dict[str, Any]) -> bytes:
+def dumps(doc: Any) -> bytes:
+    """Compact UTF-8 JSON of a checked value (usually a document)."""
     if _C_ENCODER is not None:
         return "".join(_C_ENCODER(doc, 0)).encode()
     return _ENCODER.encode(doc).encode()
