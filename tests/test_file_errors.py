@@ -64,13 +64,18 @@ def test_a_full_disk_mid_append_keeps_the_previous_checkpoint(
     cut off, and the next save works."""
     cp = first(store)
     size = store.file_for("r").stat().st_size
-    real_write = os.write
+    real_write, real_pwrite = os.write, os.pwrite
 
     def write(fd: int, data: Any) -> int:
         real_write(fd, bytes(data)[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        real_pwrite(fd, bytes(data)[: len(data) // 2], offset)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(_journal.os, "write", write)
+    monkeypatch.setattr(_journal.os, "pwrite", pwrite)  # what appends, where there is one
     with pytest.raises(ds.StoreError, match="disk is full: free disk space") as caught:
         step(store, cp, w=2)
     monkeypatch.undo()
@@ -123,6 +128,7 @@ def test_a_failed_new_file_leaves_no_temp_and_the_old_checkpoint(
     broken = fail(errno.ENOSPC)
     if where == "write":
         monkeypatch.setattr(_journal.os, "write", broken)
+        monkeypatch.setattr(_journal.os, "pwrite", broken)
     else:
         monkeypatch.setattr(_platform.current, where, broken)
     with pytest.raises(ds.StoreError, match="disk is full"):

@@ -236,6 +236,29 @@ def test_every_record_knows_the_exact_size_of_its_snapshot(store: ds.FileStore) 
     assert store.file_for("r").stat().st_size < 4 * sum(exact_sizes(cp)) + 70_000
 
 
+def test_a_replaced_value_is_not_encoded_again_to_measure_it(
+    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that replaces a big value: the save encodes the new value, and knows what
+    the old one took from when it was encoded -- a save's cost stays that of its update."""
+    cp = store.save(ds.Checkpoint("r", -1, {}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"summary": "a" * 100_000})
+    encoded: list[Any] = []
+    real = _journal.dumps
+
+    def dumps(value: Any) -> bytes:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_journal, "dumps", dumps)
+    monkeypatch.setattr(_journal, "_escape", lambda s: encoded.append(s) or real(s).decode())
+    cp = advance(store, cp, {"summary": "b" * 90_000})
+    assert "b" * 90_000 in encoded
+    assert "a" * 100_000 not in encoded
+    assert last_sizes(store) == exact_sizes(cp)
+
+
 def test_a_state_that_shrinks_is_compacted_to_its_new_size(store: ds.FileStore) -> None:
     """A 100 KB value replaced by a small one: the file is rewritten at once, since it
     holds more than 4x the state (the first record's length would allow 400 KB)."""

@@ -77,6 +77,7 @@ mean what they mean on a local disk.
 from __future__ import annotations
 
 import json
+import json.encoder
 import os
 import re
 import zlib
@@ -84,7 +85,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ._errors import StateTooLargeError
-from ._state import Delta
+from ._state import Delta, note_lengths, noted_length
 from ._store import corrupt_error, dumps, loads
 
 RS = b"\x1e"
@@ -202,7 +203,7 @@ def body(
     else:
         grown: int | None = 0
         if delta.set:
-            part, grown = _set(delta.set, delta.before)
+            part, grown = _set(delta.set, delta.before, doc["state"])
             parts.append(b'"set":' + part)
         if delta.extended:
             part, more = _extend(delta.extended, doc["state"])
@@ -234,24 +235,37 @@ def body(
     return b"{" + b",".join(parts) + b"}", after
 
 
-def _set(values: dict[str, Any], before: Mapping[str, Any] | None) -> tuple[bytes, int | None]:
+def _set(
+    values: dict[str, Any], before: Mapping[str, Any] | None, state: Mapping[str, Any]
+) -> tuple[bytes, int | None]:
     """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
-    unknown, without the state it applies to)."""
-    entries = []
+    unknown, without the state it applies to). The length of each new value's JSON is
+    noted on ``state``, so that when a later step replaces it, its length is known
+    without encoding it again (``_state.note_lengths``)."""
+    entries, lengths = [], {}
     grown, keys = 0, 0 if before is None else len(before)
     for key, value in values.items():
-        name = dumps(key)
-        entry = name + b":" + dumps(value)
-        entries.append(entry)
+        name, encoded = _value(key), _value(value)
+        entries.append(b"%s:%s" % (name, encoded))
+        lengths[key] = len(encoded)
         if before is None:
             continue
         old = before.get(key, _MISSING)
         if old is _MISSING:  # a new member, after a comma unless it is the first
-            grown += len(entry) + (keys > 0)
+            grown += len(name) + 1 + len(encoded) + (keys > 0)
             keys += 1
         else:
-            grown += len(entry) - len(name) - 1 - len(dumps(old))
+            was = noted_length(before, key)
+            grown += len(encoded) - (len(_value(old)) if was is None else was)
+    note_lengths(state, lengths)
     return b"{" + b",".join(entries) + b"}", None if before is None else grown
+
+
+def _value(value: Any) -> bytes:
+    """``dumps`` of one value; a string straight through the C escaper (most values)."""
+    if type(value) is str:
+        return _escape(value).encode()
+    return dumps(value)
 
 
 def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
@@ -261,13 +275,14 @@ def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[byte
     grown = 0
     for key, items in lists.items():
         added = dumps(items)
-        entries.append(dumps(key) + b":" + added)
+        entries.append(b"%s:%s" % (_value(key), added))
         if items:
             grown += len(added) - 2 + (len(state[key]) > len(items))
     return b"{" + b",".join(entries) + b"}", grown
 
 
 _MISSING = object()
+_escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ensure_ascii off
 
 
 def record_at(data: bytes, o: int) -> Record | None:
@@ -388,8 +403,15 @@ def read_all(fd: int) -> bytes:
 
 
 def write_at(fd: int, offset: int, data: bytes) -> None:
-    os.lseek(fd, offset, os.SEEK_SET)
+    """All of ``data`` at ``offset``: ``pwrite``, one system call (lseek + write where
+    there is none: Windows)."""
     view = memoryview(data)
+    if hasattr(os, "pwrite"):
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view, offset = view[written:], offset + written
+        return
+    os.lseek(fd, offset, os.SEEK_SET)
     while view:
         view = view[os.write(fd, view) :]
 

@@ -304,7 +304,7 @@ class _Run:
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:
             updates = {}
-        if not isinstance(updates, Mapping):
+        if type(updates) is not dict and not isinstance(updates, Mapping):
             raise TypeError(
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
                 f"{type(updates).__name__}; return a mapping of updates or None"
