@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from . import _filelist, _platform
 from . import _journal as journal
+from ._errors import StoreError
 from ._fileio import (
     GONE,
     INTACT,
@@ -105,7 +106,7 @@ class FileStore:
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._known: dict[str, _Known] = {}
-        self._files: dict[str, Path] = {}  # run id -> its file (a hash and a regex saved)
+        self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
         self._known_lock = threading.Lock()
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
@@ -121,15 +122,20 @@ class FileStore:
         """The run's file: a readable slug plus a hash, so any valid run id (unicode,
         ``..``, 255 characters, ids differing only in case) maps to its own short
         name strictly inside the store, on case-insensitive file systems too."""
-        path = self._files.get(run_id)
-        if path is None:
+        return self._target(run_id)[0]
+
+    def _target(self, run_id: str) -> tuple[Path, int]:
+        """The run's file and its lock stripe (the hash's last byte), remembered."""
+        target = self._files.get(run_id)
+        if target is None:
             digest = hashlib.sha256(check_run_id(run_id).encode()).hexdigest()[:40]
             slug = _UNSAFE.sub("_", run_id.lower()).strip("_")[:48]
             path = self._runs / (f"{slug}-{digest}.json" if slug else f"{digest}.json")
+            target = path, int(digest[-2:], 16) % _STRIPES
             if len(self._files) >= _REMEMBERED:
                 self._files.clear()
-            self._files[run_id] = path
-        return path
+            self._files[run_id] = target
+        return target
 
     # -- load and save ------------------------------------------------------------------
 
@@ -149,10 +155,13 @@ class FileStore:
         etag = new_etag()
         doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
         signals = _signals_key(checkpoint.signals)
-        target = self.file_for(checkpoint.run_id)
-        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target) as stripe:
-            assert stripe is not None
-            written = self._save_locked(stripe, target, checkpoint, doc, signals)
+        target, stripe = self._target(checkpoint.run_id)
+        try:
+            with self._handles.hold(stripe) as held:
+                assert held is not None
+                written = self._save_locked(held, target, checkpoint, doc, signals)
+        except OSError as exc:
+            raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
@@ -332,6 +341,9 @@ class FileStore:
 
     def _remember(self, run_id: str, known: _Known) -> None:
         with self._known_lock:
+            if run_id in self._known and next(reversed(self._known)) == run_id:
+                self._known[run_id] = known  # already the most recent: stays last
+                return
             self._known.pop(run_id, None)
             self._known[run_id] = known
             if len(self._known) > _REMEMBERED:
@@ -343,30 +355,22 @@ class FileStore:
         match = _filelist.STRIPE.search(file.name)
         return self._handles.hold(int(match[1], 16) % _STRIPES if match else 0, wait=wait)
 
-    def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> _Io:
+    @contextlib.contextmanager
+    def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> Iterator[None]:
         """Around file-system calls: an OSError becomes the StoreError that says what
         was being done, where, what to do, and what became of the checkpoint."""
-        return _Io(self.path, doing, run_id, path, outcome)
+        try:
+            yield
+        except OSError as exc:
+            raise self._failed(exc, doing, run_id, path, outcome) from exc
 
-
-class _Io:
-    """``FileStore._io`` (a class, not a generator: every save passes through it)."""
-
-    __slots__ = ("args",)
-
-    def __init__(self, *args: Any) -> None:
-        self.args = args
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, OSError):
-            store, doing, run_id, path, outcome = self.args
-            what = doing if run_id is None else f"{doing} run {run_id!r}"
-            if isinstance(exc, NotDurableError):
-                outcome = WRITTEN
-            raise os_error(exc, what, path, store, outcome) from exc
+    def _failed(
+        self, exc: OSError, doing: str, run_id: str | None, path: Path, outcome: str
+    ) -> StoreError:
+        what = doing if run_id is None else f"{doing} run {run_id!r}"
+        if isinstance(exc, NotDurableError):
+            outcome = WRITTEN
+        return os_error(exc, what, path, self.path, outcome)
 
 
 def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Known | None]:

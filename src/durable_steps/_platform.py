@@ -37,6 +37,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+try:
+    import fcntl
+except ImportError:  # Windows: Posix and MacOS are not used there
+    fcntl = None  # type: ignore[assignment]
+
 BINARY = getattr(os, "O_BINARY", 0)
 """Windows opens files in text mode (newline translation) without it."""
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -51,13 +56,9 @@ class Posix:
     """Whether a store may keep a run's file open between saves (``_handles``)."""
 
     def lock(self, fd: int) -> None:
-        import fcntl
-
         fcntl.flock(fd, fcntl.LOCK_EX)
 
     def try_lock(self, fd: int) -> bool:
-        import fcntl
-
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -65,8 +66,6 @@ class Posix:
         return True
 
     def unlock(self, fd: int) -> None:
-        import fcntl
-
         fcntl.flock(fd, fcntl.LOCK_UN)
 
     def sync_data(self, fd: int) -> None:
@@ -99,8 +98,6 @@ class MacOS(Posix):
     """macOS: F_FULLFSYNC instead of fsync, which stops at the drive's cache."""
 
     def sync_data(self, fd: int) -> None:
-        import fcntl
-
         try:
             fcntl.fcntl(fd, getattr(fcntl, "F_FULLFSYNC", _F_FULLFSYNC))
         except OSError:  # not supported by this file system: the best it offers
