@@ -141,14 +141,14 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
 def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
     store: ds.FileStore,
 ) -> None:
-    """Small steps on a 100 KB state: the file never grows past 4x its snapshot, because a
-    save that would cross that writes a new snapshot instead."""
-    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000}))
+    """Small steps on a 100 KB state (of a constant size): the file never grows past 4x
+    its snapshot, because a save that would cross that writes a new snapshot instead."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000, "i": 0, "note": "0" * 200}))
     cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
     target = store.file_for("r")
     rewrites, inode, snapshot = 0, target.stat().st_ino, target.stat().st_size
     for i in range(2000):
-        cp = advance(store, cp, {"i": i})
+        cp = advance(store, cp, {"i": i % 10, "note": f"{i:0200d}"})
         now = target.stat()
         if now.st_ino != inode:  # this save wrote a new snapshot
             rewrites, inode, snapshot = rewrites + 1, now.st_ino, now.st_size

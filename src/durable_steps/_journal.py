@@ -15,7 +15,8 @@ Record format (all lengths in bytes, numbers as lowercase hex)::
                                                   from HEAD up to C (8 hex each)
 
 - meta: every field of the checkpoint except the state, the step names and the
-  signals, plus ``step_name`` (the last completed step's name) and ``sizes``:
+  signals (optional ones only when not null: missing reads as null), plus
+  ``step_name`` (the last completed step's name) and ``sizes``:
   the bytes that the state, the step names and the signals, each as JSON, take
   in a snapshot of this checkpoint (absent in records of earlier versions). A
   listing reads the last TAIL and this, never the state.
@@ -173,10 +174,15 @@ def frame(m: bytes, b: bytes, etag: str) -> bytes:
 
 
 def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """The record's meta: the document (``_store.to_document``) but its bulky parts."""
+    """The record's meta: the document (``_store.to_document``) but its bulky parts,
+    and but the optional fields that are null (a reader takes a missing one for null;
+    every byte of a record is written and synced once per save)."""
     meta = doc.copy()
     del meta["state"], meta["steps"], meta["signals"]
     meta.pop("etag", None)
+    for key in _OPTIONAL:
+        if meta[key] is None:
+            del meta[key]
     meta["step_name"] = doc["steps"][-1] if doc["steps"] else None
     return meta
 
@@ -282,6 +288,7 @@ def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[byte
 
 
 _MISSING = object()
+_OPTIONAL = ("workflow", "owner", "lease_expires", "waiting_for", "error", "trace")
 _escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ensure_ascii off
 
 
