@@ -113,16 +113,24 @@ def test_a_save_writes_its_changes_not_the_state(store: ds.FileStore) -> None:
 def test_growing_state_writes_about_the_sum_of_its_updates(
     store: ds.FileStore, variant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """200 steps that each add 5 KB (as a new key, or by extending one list) write at most
-    3x the 1 MB of new data, compactions included, and the file stays within ~4x the state."""
+    """200 steps that each add 5 KB (as a new key, or by extending one list) write about
+    the 1 MB of new data and each record's fields. Its log holds nothing superseded, so
+    no save compacts it: after the run's first file every save appends (compacting at
+    4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
     written: list[int] = []
-    real_write_at = _journal.write_at
+    new_files: list[int] = []
+    real_write_at, real_atomic_write = _journal.write_at, _file.atomic_write
 
     def write_at(fd: int, offset: int, data: bytes) -> None:
         written.append(len(data))
         real_write_at(fd, offset, data)
 
+    def atomic_write(target: Path, data: bytes) -> None:
+        new_files.append(len(data))
+        real_atomic_write(target, data)
+
     monkeypatch.setattr(_journal, "write_at", write_at)
+    monkeypatch.setattr(_file, "atomic_write", atomic_write)
     text = "t" * 5000
 
     def step(i: int) -> ds.Step:
@@ -133,9 +141,9 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
     workflow = ds.Workflow("grow", [step(i) for i in range(200)])
     final = workflow.run("r", store, input={"messages": []})
     assert len(final) == (201 if variant == "keys" else 1)
-    assert sum(written) <= 3 * 200 * 5000
-    size = store.file_for("r").stat().st_size
-    assert size <= 4 * 200 * 5000 + 20_000
+    assert len(new_files) == 1  # the run's first file, nothing since
+    assert sum(written) < 1.2 * 200 * 5000
+    assert store.file_for("r").stat().st_size < 1.2 * 200 * 5000
 
 
 def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
@@ -155,33 +163,6 @@ def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
         assert now.st_size <= 4 * snapshot
     assert rewrites >= 2
     assert same(store.load("r"), cp)
-
-
-@pytest.mark.parametrize("variant", ["keys", "list"])
-def test_a_state_that_only_grows_is_never_rewritten(
-    store: ds.FileStore, variant: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Its log holds nothing superseded, so no save compacts it: after the run's first
-    file every save appends, and the writes add up to the new data and each record's
-    fields (compacting at 4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
-    new_files: list[int] = []
-    real = _file.atomic_write
-
-    def atomic_write(target: Path, data: bytes) -> None:
-        new_files.append(len(data))
-        real(target, data)
-
-    monkeypatch.setattr(_file, "atomic_write", atomic_write)
-    text = "t" * 5000
-
-    def step(i: int) -> ds.Step:
-        if variant == "keys":
-            return ds.Step(f"s{i}", lambda s: {f"k{i}": text})
-        return ds.Step(f"s{i}", lambda s: {"messages": [*s["messages"], text]})
-
-    ds.Workflow("grow", [step(i) for i in range(200)]).run("r", store, input={"messages": []})
-    assert len(new_files) == 1  # the run's first file, nothing since
-    assert store.file_for("r").stat().st_size < 1.2 * 200 * 5000
 
 
 def last_sizes(store: ds.FileStore, run_id: str = "r") -> Any:
