@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _file, _journal, _platform
+from durable_steps import _file, _journal, _platform, _tail
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -74,8 +74,8 @@ def test_a_full_disk_mid_append_keeps_the_previous_checkpoint(
         real_pwrite(fd, bytes(data)[: len(data) // 2], offset)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_journal.os, "write", write)
-    monkeypatch.setattr(_journal.os, "pwrite", pwrite)  # what appends, where there is one
+    monkeypatch.setattr(_tail.os, "write", write)
+    monkeypatch.setattr(_tail.os, "pwrite", pwrite)  # what appends, where there is one
     with pytest.raises(ds.StoreError, match="disk is full: free disk space") as caught:
         step(store, cp, w=2)
     monkeypatch.undo()
@@ -127,8 +127,8 @@ def test_a_failed_new_file_leaves_no_temp_and_the_old_checkpoint(
     monkeypatch.setattr(_journal, "compact_at", lambda base: 0)  # every save: a new snapshot
     broken = fail(errno.ENOSPC)
     if where == "write":
-        monkeypatch.setattr(_journal.os, "write", broken)
-        monkeypatch.setattr(_journal.os, "pwrite", broken)
+        monkeypatch.setattr(_tail.os, "write", broken)
+        monkeypatch.setattr(_tail.os, "pwrite", broken)
     else:
         monkeypatch.setattr(_platform.current, where, broken)
     with pytest.raises(ds.StoreError, match="disk is full"):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _file, _journal, _store
+from durable_steps import _file, _journal, _store, _tail
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -119,7 +119,7 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
     4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
     written: list[int] = []
     new_files: list[int] = []
-    real_write_at, real_atomic_write = _journal.write_at, _file.atomic_write
+    real_write_at, real_atomic_write = _tail.write_at, _file.atomic_write
 
     def write_at(fd: int, offset: int, data: bytes) -> None:
         written.append(len(data))
@@ -129,7 +129,7 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
         new_files.append(len(data))
         real_atomic_write(target, data)
 
-    monkeypatch.setattr(_journal, "write_at", write_at)
+    monkeypatch.setattr(_tail, "write_at", write_at)
     monkeypatch.setattr(_file, "atomic_write", atomic_write)
     text = "t" * 5000
 
@@ -422,7 +422,7 @@ def test_records_with_valid_checksums_but_bad_fields_are_corrupt(store: ds.FileS
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The byte counts the journal reads from files; reading a whole file fails the test."""
     counts: list[int] = []
-    real_read_at = _journal.read_at
+    real_read_at = _tail.read_at
 
     def read_at(fd: int, offset: int, n: int) -> bytes:
         counts.append(n)
@@ -431,8 +431,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     def read_all(fd: int) -> bytes:
         raise AssertionError("a whole file was read")
 
-    monkeypatch.setattr(_journal, "read_at", read_at)
-    monkeypatch.setattr(_journal, "read_all", read_all)
+    monkeypatch.setattr(_tail, "read_at", read_at)
+    monkeypatch.setattr(_tail, "read_all", read_all)
     return counts
 
 

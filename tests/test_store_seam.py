@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _store
+from durable_steps import _etags, _store
 
 
 @pytest.mark.parametrize(
@@ -74,13 +74,13 @@ def test_valid_ids_pass_and_bad_ones_get_the_full_message() -> None:
 
 
 def test_etags_are_24_hex_digits_and_never_repeat() -> None:
-    seen = {_store.new_etag() for _ in range(100_000)}
+    seen = {_etags.new_etag() for _ in range(100_000)}
     assert len(seen) == 100_000
     assert all(re.fullmatch("[0-9a-f]{24}", e) for e in seen)
 
 
 def test_a_counter_used_up_draws_a_new_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    etags = _store._Etags()
+    etags = _etags._Etags()
     prefix, _ = etags.current
     etags.current = (prefix, itertools.count(0xFFFFFFFE))
     first = [etags.new() for _ in range(4)]
@@ -101,13 +101,13 @@ def test_a_forked_child_makes_other_etags_than_its_parent() -> None:
         pid = os.fork()
     if pid == 0:
         try:
-            os.write(write, " ".join(_store.new_etag() for _ in range(10)).encode())
+            os.write(write, " ".join(_etags.new_etag() for _ in range(10)).encode())
         finally:
             os._exit(0)
     os.close(write)
     theirs = os.read(read, 1000).decode().split()
     os.waitpid(pid, 0)
-    ours = [_store.new_etag() for _ in range(10)]
+    ours = [_etags.new_etag() for _ in range(10)]
     assert len(theirs) == 10
     assert not set(theirs) & set(ours)
     assert {e[:16] for e in theirs} != {e[:16] for e in ours}

@@ -42,7 +42,9 @@ from typing import Any, NamedTuple
 
 from . import _filelist, _platform
 from . import _journal as journal
+from . import _tail as tail
 from ._errors import StoreError
+from ._etags import new_etag
 from ._fileio import (
     GONE,
     INTACT,
@@ -68,7 +70,6 @@ from ._store import (
     dumps,
     evolve,
     from_document,
-    new_etag,
     to_document,
 )
 
@@ -227,18 +228,18 @@ class FileStore:
             and known.end == size
             and (
                 (file is not None and file.written == (size, known.etag))
-                or journal.tail_etag(fd, size) == known.etag
+                or tail.tail_etag(fd, size) == known.etag
             )
         ):
             return _End(known.etag, size, size, known.base, known.sizes)
-        base = journal.first_length(fd)
+        base = tail.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
-            doc, etag, _ = _parse(journal.read_all(fd), run_id, str(target))
+            doc, etag, _ = _parse(tail.read_all(fd), run_id, str(target))
             return _End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
-        last = journal.last_record(fd, size)
+        last = tail.last_record(fd, size)
         if last is not None:
             return _End(last.etag, size, size, base, journal.sizes_of(last.meta))
-        records = journal.scan(journal.read_all(fd), run_id, str(target))
+        records = journal.scan(tail.read_all(fd), run_id, str(target))
         last = records[-1]
         return _End(last.etag, last.end, size, base, journal.sizes_of(last.meta))
 
@@ -247,7 +248,7 @@ class FileStore:
         try:
             if end.size > end.end:
                 os.ftruncate(fd, end.end)  # the torn tail of a save that was killed
-            journal.write_at(fd, end.end, record)
+            tail.write_at(fd, end.end, record)
             _platform.current.sync_data(fd)
         except OSError as exc:
             try:

@@ -57,10 +57,13 @@ the base is the file's first record, as earlier versions had it, until the next
 snapshot measures them.
 
 Writing (``_file``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
-on Windows; across processes): read the etag from the last TAIL and compare it
-(the last record is checked in full unless this process wrote or read it; the
-whole file is read only after a torn save); cut a torn tail off; append the
-record; ``fdatasync`` -- the one sync of a save, after which it returns. A
+on Windows; across processes and threads): read the etag from the last TAIL
+(``_tail``) and compare it (the last record is checked in full unless this store
+wrote or read it; nothing is read when this store's own last append went through
+the file it keeps open, which is still the run's file and as long as it left it,
+see ``_handles``; the whole file is read only after a torn save); cut a torn tail
+off; append the record; ``fdatasync`` -- the one sync of a save, after which it
+returns. A
 failed write or sync cuts the record off again. A new file (a run's first save,
 a compaction, an earlier version's file migrated) is written whole: temporary
 file, write, fsync, rename over the run's file, fsync of the directory
@@ -79,7 +82,6 @@ from __future__ import annotations
 
 import json
 import json.encoder
-import os
 import re
 import zlib
 from collections.abc import Mapping
@@ -96,8 +98,8 @@ COMPACT_RATIO = 4
 COMPACT_MIN = 64 * 1024
 """Files smaller than this are never compacted: a tiny state's log may hold many saves."""
 MAX_RECORD = 0xFFFFFFFF
-_HEAD = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
-_TAIL = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
+HEAD_RE = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
+TAIL_RE = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
 
 
 class Record(NamedTuple):
@@ -294,14 +296,14 @@ _escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ens
 
 def record_at(data: bytes, o: int) -> Record | None:
     """The valid record starting at ``o`` in ``data``, or None."""
-    head = _HEAD.fullmatch(data, o, o + HEAD)
+    head = HEAD_RE.fullmatch(data, o, o + HEAD)
     if head is None:
         return None
     m, b = int(head[1], 16), int(head[2], 16)
     end = o + HEAD + m + b + TAIL
     if end > len(data):
         return None
-    tail = _TAIL.fullmatch(data, end - TAIL, end)
+    tail = TAIL_RE.fullmatch(data, end - TAIL, end)
     if tail is None or (tail[2], tail[3]) != (head[1], head[2]):
         return None
     meta = data[o + HEAD : o + HEAD + m]
@@ -384,87 +386,3 @@ def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"{key} is not a JSON object")
     return value
-
-
-# -- reading a file's end without reading the file ------------------------------------
-
-
-def read_at(fd: int, offset: int, n: int) -> bytes:
-    """Up to ``n`` bytes at ``offset`` (lseek + read: Windows has no pread)."""
-    os.lseek(fd, offset, os.SEEK_SET)
-    chunks = []
-    while n > 0 and (chunk := os.read(fd, n)):
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_all(fd: int) -> bytes:
-    """The whole file, read until its end (it may have grown since it was measured)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    size = max(os.fstat(fd).st_size, 0) + 1
-    while chunk := os.read(fd, size):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def write_at(fd: int, offset: int, data: bytes) -> None:
-    """All of ``data`` at ``offset``: ``pwrite``, one system call (lseek + write where
-    there is none: Windows)."""
-    view = memoryview(data)
-    if hasattr(os, "pwrite"):
-        while view:
-            written = os.pwrite(fd, view, offset)
-            view, offset = view[written:], offset + written
-        return
-    os.lseek(fd, offset, os.SEEK_SET)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def first_length(fd: int) -> int | None:
-    """The length of the file's first record (the last snapshot), from its HEAD."""
-    head = _HEAD.fullmatch(read_at(fd, 0, HEAD))
-    return None if head is None else HEAD + int(head[1], 16) + int(head[2], 16) + TAIL
-
-
-def tail_etag(fd: int, size: int) -> str | None:
-    """The etag in the TAIL that ends the file, unchecked (for a writer that knows the file)."""
-    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL)) if size >= HEAD + TAIL else None
-    return None if tail is None else tail[1].decode()
-
-
-def last_record(fd: int, size: int) -> Record | None:
-    """The record that ends the file, checked in full; None if the end is torn."""
-    last = _last(fd, size)
-    if last is None:
-        return None
-    rec = record_at(read_at(fd, last[0], size - last[0]), 0)
-    return None if rec is None else rec._replace(start=last[0], end=size)
-
-
-def last_meta(fd: int, size: int) -> tuple[bytes, str] | None:
-    """The meta and etag of the record that ends the file, reading only those (for a
-    listing: the body is not read, so only the meta's own checksum is checked); None if
-    the end does not look like a whole record."""
-    last = _last(fd, size)
-    if last is None:
-        return None
-    start, tail = last
-    head_meta = read_at(fd, start, HEAD + int(tail[2], 16))
-    head, meta = _HEAD.fullmatch(head_meta, 0, HEAD), head_meta[HEAD:]
-    if head is None or head[1] != tail[2] or int(tail[4], 16) != zlib.crc32(meta):
-        return None
-    return meta, tail[1].decode()
-
-
-def _last(fd: int, size: int) -> tuple[int, re.Match[bytes]] | None:
-    """Where the record that ends the file starts, by its TAIL, and the TAIL."""
-    if size < HEAD + TAIL:
-        return None
-    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL))
-    if tail is None:
-        return None
-    start = size - TAIL - int(tail[3], 16) - int(tail[2], 16) - HEAD
-    return (start, tail) if start >= 0 else None

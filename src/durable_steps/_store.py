@@ -3,12 +3,8 @@ the one document format every backend writes."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import re
-import secrets
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -261,39 +257,6 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     }
     return doc
 
-
-class _Etags:
-    """New etags (24 hex digits), unique without a system call per save: 64 random
-    bits drawn once per process (again after a fork, or once 2**32 were counted) and
-    a counter. A prefix and its counter are read together, so a thread never pairs a
-    new prefix with an old count."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        self.current = (secrets.token_hex(8), itertools.count())
-
-    def new(self) -> str:
-        while True:
-            prefix, counter = self.current
-            n = next(counter)  # atomic: itertools.count is one C call
-            if n <= 0xFFFFFFFF:
-                return f"{prefix}{n:08x}"
-            with self.lock:
-                if self.current[1] is counter:
-                    self.reset()
-
-    def after_fork(self) -> None:
-        self.lock = threading.Lock()
-        self.reset()
-
-
-_ETAGS = _Etags()
-new_etag = _ETAGS.new
-if hasattr(os, "register_at_fork"):  # a child must not repeat its parent's etags
-    os.register_at_fork(after_in_child=_ETAGS.after_fork)
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
