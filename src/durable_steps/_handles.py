@@ -19,9 +19,8 @@ What makes that safe:
   flock locks: using them, parent and child would both "hold" a stripe. A child
   therefore closes every kept file at once (``os.register_at_fork``), takes new
   mutexes, and opens its own.
-- Windows refuses to replace or delete a file another process holds open, so run
-  files are not kept there (``_platform``'s ``keeps_run_files``); lock files are,
-  as nothing ever replaces or removes them.
+- Windows refuses to replace or delete a file that is held open, so nothing is
+  kept open there between saves (``_platform``'s ``keeps_files_open``).
 """
 
 from __future__ import annotations
@@ -104,7 +103,7 @@ class Stripe:
         except BaseException:
             os.close(fd)
             raise
-        if not _platform.current.keeps_run_files:
+        if not _platform.current.keeps_files_open:
             return RunFile(fd, st.st_size, None, False)
         kept.forget_run()
         kept.run_path, kept.run_fd, kept.run_inode = path, fd, (st.st_dev, st.st_ino)
@@ -168,9 +167,12 @@ class Handles:
         return kept
 
     def _release(self, stripe: int, kept: _Kept) -> None:
+        platform = _platform.current
         try:
             assert kept.lock_fd is not None
-            _platform.current.unlock(kept.lock_fd)
+            platform.unlock(kept.lock_fd)
+            if not platform.keeps_files_open:
+                kept.close()
         except BaseException:
             kept.close()  # closing releases the lock too
             raise

@@ -52,8 +52,8 @@ _BUSY = {errno.EACCES, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
 class Posix:
     """Linux and other POSIX systems."""
 
-    keeps_run_files = True
-    """Whether a store may keep a run's file open between saves (``_handles``)."""
+    keeps_files_open = True
+    """Whether a store may keep lock and run files open between saves (``_handles``)."""
 
     def lock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -111,8 +111,9 @@ class Windows:
 
     attempts = 25
     """Tries of a replace or delete that meets a sharing violation (over about a second)."""
-    keeps_run_files = False
-    """A run file held open would make other processes' replace of it fail."""
+    keeps_files_open = False
+    """A file held open could not be replaced or removed by anyone, even this process
+    (a compaction elsewhere, deleting the store's directory)."""
 
     def lock(self, fd: int) -> None:
         delay = 0.0005
