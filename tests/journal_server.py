@@ -95,15 +95,23 @@ def arm(point: str, k: int, pipes: tuple[int, ...]) -> None:
         seen[name] += 1
         return name == point and seen[name] == k
 
-    real_write = os.write
+    real_write, real_pwrite = os.write, os.pwrite
 
     def write(fd: int, data: Any) -> int:
         if fd not in pipes and reached("write"):
-            real_write(fd, bytes(data)[: rng.randrange(len(data))])
-            temp = is_temp(fd)
-            real_write(pipes[0], b"T\n" if temp else b"A\n")  # a snapshot's or an append's
-            die()
+            torn(fd, data, real_write)
         return real_write(fd, data)
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if reached("write"):
+            torn(fd, data, lambda fd, part: real_pwrite(fd, part, offset))
+        return real_pwrite(fd, data, offset)
+
+    def torn(fd: int, data: Any, write_part: Any) -> None:
+        write_part(fd, bytes(data)[: rng.randrange(len(data))])
+        temp = is_temp(fd)
+        real_write(pipes[0], b"T\n" if temp else b"A\n")  # a snapshot's or an append's
+        die()
 
     def around(name: str, before: str | None, after: str | None) -> None:
         real = getattr(platform, name)
@@ -119,6 +127,7 @@ def arm(point: str, k: int, pipes: tuple[int, ...]) -> None:
         setattr(platform, name, call)
 
     os.write = write  # type: ignore[assignment]
+    os.pwrite = pwrite  # type: ignore[assignment]
     around("sync_data", "sync", "synced")
     around("sync_file", None, "temp-synced")  # a temp file, or (after it) its directory
     around("replace", None, "replaced")

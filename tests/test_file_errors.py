@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _file, _journal, _platform
+from durable_steps import _file, _journal, _platform, _tail
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -64,13 +64,18 @@ def test_a_full_disk_mid_append_keeps_the_previous_checkpoint(
     cut off, and the next save works."""
     cp = first(store)
     size = store.file_for("r").stat().st_size
-    real_write = os.write
+    real_write, real_pwrite = os.write, os.pwrite
 
     def write(fd: int, data: Any) -> int:
         real_write(fd, bytes(data)[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_journal.os, "write", write)
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        real_pwrite(fd, bytes(data)[: len(data) // 2], offset)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_tail.os, "write", write)
+    monkeypatch.setattr(_tail.os, "pwrite", pwrite)  # what appends, where there is one
     with pytest.raises(ds.StoreError, match="disk is full: free disk space") as caught:
         step(store, cp, w=2)
     monkeypatch.undo()
@@ -122,7 +127,8 @@ def test_a_failed_new_file_leaves_no_temp_and_the_old_checkpoint(
     monkeypatch.setattr(_journal, "compact_at", lambda base: 0)  # every save: a new snapshot
     broken = fail(errno.ENOSPC)
     if where == "write":
-        monkeypatch.setattr(_journal.os, "write", broken)
+        monkeypatch.setattr(_tail.os, "write", broken)
+        monkeypatch.setattr(_tail.os, "pwrite", broken)
     else:
         monkeypatch.setattr(_platform.current, where, broken)
     with pytest.raises(ds.StoreError, match="disk is full"):
@@ -251,26 +257,27 @@ def test_a_really_full_then_read_only_disk(small_disk: Path) -> None:
     with StoreError 'disk is full', each keeping what was stored and leaving no temp file;
     with space freed, saves work again. Remounted read-only: StoreError 'read-only' on save,
     while load and list still work."""
-    store = ds.FileStore(small_disk / "store")
-    cp = first(store)
-    filler = small_disk / "filler"
-    assert fill(filler) == errno.ENOSPC
-    with pytest.raises(ds.StoreError, match="disk is full") as caught:
-        step(store, cp, big="x" * 20_000)
-    assert isinstance(caught.value.__cause__, OSError)
-    assert caught.value.__cause__.errno == errno.ENOSPC
-    intact(store, cp)
-    with pytest.raises(ds.StoreError, match="disk is full"):
-        store.save(ds.Checkpoint("new", -1, {"big": "y" * 20_000}))
-    assert store.load("new") is None
-    intact(store, cp)
-    filler.unlink()
-    cp = step(store, cp, big="x" * 20_000)
-    intact(store, cp)
-    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    with pytest.raises(ds.StoreError, match="read-only: remount it read-write"):
-        step(store, cp, w=1)
-    assert [i.run_id for i in store.list_runs()] == ["r"]
-    loaded = store.load("r")
-    assert loaded is not None
-    assert loaded.etag == cp.etag
+    with ds.FileStore(small_disk / "store") as store:  # closed even if the test fails
+        cp = first(store)
+        filler = small_disk / "filler"
+        assert fill(filler) == errno.ENOSPC
+        with pytest.raises(ds.StoreError, match="disk is full") as caught:
+            step(store, cp, big="x" * 20_000)
+        assert isinstance(caught.value.__cause__, OSError)
+        assert caught.value.__cause__.errno == errno.ENOSPC
+        intact(store, cp)
+        with pytest.raises(ds.StoreError, match="disk is full"):
+            store.save(ds.Checkpoint("new", -1, {"big": "y" * 20_000}))
+        assert store.load("new") is None
+        intact(store, cp)
+        filler.unlink()
+        cp = step(store, cp, big="x" * 20_000)
+        intact(store, cp)
+        store.close()  # the files it keeps open between saves would keep the disk busy
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        with pytest.raises(ds.StoreError, match="read-only: remount it read-write"):
+            step(store, cp, w=1)
+        assert [i.run_id for i in store.list_runs()] == ["r"]
+        loaded = store.load("r")
+        assert loaded is not None
+        assert loaded.etag == cp.etag

@@ -3,6 +3,8 @@ damage before the tail, compaction, and a save that reads only the file's end.""
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _journal
+from durable_steps import _file, _journal, _store, _tail
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -111,16 +113,24 @@ def test_a_save_writes_its_changes_not_the_state(store: ds.FileStore) -> None:
 def test_growing_state_writes_about_the_sum_of_its_updates(
     store: ds.FileStore, variant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """200 steps that each add 5 KB (as a new key, or by extending one list) write at most
-    3x the 1 MB of new data, compactions included, and the file stays within ~4x the state."""
+    """200 steps that each add 5 KB (as a new key, or by extending one list) write about
+    the 1 MB of new data and each record's fields. Its log holds nothing superseded, so
+    no save compacts it: after the run's first file every save appends (compacting at
+    4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
     written: list[int] = []
-    real_write_at = _journal.write_at
+    new_files: list[int] = []
+    real_write_at, real_atomic_write = _tail.write_at, _file.atomic_write
 
     def write_at(fd: int, offset: int, data: bytes) -> None:
         written.append(len(data))
         real_write_at(fd, offset, data)
 
-    monkeypatch.setattr(_journal, "write_at", write_at)
+    def atomic_write(target: Path, data: bytes) -> None:
+        new_files.append(len(data))
+        real_atomic_write(target, data)
+
+    monkeypatch.setattr(_tail, "write_at", write_at)
+    monkeypatch.setattr(_file, "atomic_write", atomic_write)
     text = "t" * 5000
 
     def step(i: int) -> ds.Step:
@@ -131,28 +141,148 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
     workflow = ds.Workflow("grow", [step(i) for i in range(200)])
     final = workflow.run("r", store, input={"messages": []})
     assert len(final) == (201 if variant == "keys" else 1)
-    assert sum(written) <= 3 * 200 * 5000
-    size = store.file_for("r").stat().st_size
-    assert size <= 4 * 200 * 5000 + 20_000
+    assert len(new_files) == 1  # the run's first file, nothing since
+    assert sum(written) < 1.2 * 200 * 5000
+    assert store.file_for("r").stat().st_size < 1.2 * 200 * 5000
 
 
 def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
     store: ds.FileStore,
 ) -> None:
-    """Small steps on a 100 KB state: the file never grows past 4x its snapshot, because a
-    save that would cross that writes a new snapshot instead."""
-    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000}))
+    """Small steps on a 100 KB state (of a constant size): the file never grows past 4x
+    its snapshot, because a save that would cross that writes a new snapshot instead."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000, "i": 0, "note": "0" * 200}))
     cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
     target = store.file_for("r")
     rewrites, inode, snapshot = 0, target.stat().st_ino, target.stat().st_size
     for i in range(2000):
-        cp = advance(store, cp, {"i": i})
+        cp = advance(store, cp, {"i": i % 10, "note": f"{i:0200d}"})
         now = target.stat()
         if now.st_ino != inode:  # this save wrote a new snapshot
             rewrites, inode, snapshot = rewrites + 1, now.st_ino, now.st_size
         assert now.st_size <= 4 * snapshot
     assert rewrites >= 2
     assert same(store.load("r"), cp)
+
+
+def last_sizes(store: ds.FileStore, run_id: str = "r") -> Any:
+    data = store.file_for(run_id).read_bytes()
+    return json.loads(_journal.scan(data, run_id, "test")[-1].meta).get("sizes")
+
+
+def exact_sizes(cp: ds.Checkpoint) -> list[int]:
+    parts = (dict(cp.state), list(cp.steps), dict(cp.signals))
+    return [len(json.dumps(p, ensure_ascii=False, separators=(",", ":")).encode()) for p in parts]
+
+
+def test_every_record_knows_the_exact_size_of_its_snapshot(store: ds.FileStore) -> None:
+    """The sizes each record carries equal the JSON of the state, step names and signals
+    it adds up to -- kept exact from the changes alone (new keys, replaced values of
+    other lengths, lists extended from empty or not, unicode, new step names, signals),
+    through compactions too."""
+    rng = random.Random(13)
+
+    def value() -> Any:
+        kind = rng.randrange(6)
+        if kind == 0:
+            return "ü" * rng.randrange(30) + '\n"'
+        if kind == 1:
+            return rng.randrange(-(10**6), 10**6)
+        if kind == 2:
+            return rng.random()
+        if kind == 3:
+            return None
+        if kind == 4:
+            return [value() for _ in range(rng.randrange(3))]
+        return {f"k{rng.randrange(5)}": value() for _ in range(rng.randrange(3))}
+
+    cp = store.save(ds.Checkpoint("r", -1, {"log": []}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    for i in range(400):
+        kind = rng.randrange(4)
+        updates: dict[str, Any] = {}
+        if kind == 0:
+            updates = {f"key{rng.randrange(30)}": value()}
+        elif kind == 1:
+            updates = {"log": [*cp.state["log"], *(value() for _ in range(rng.randrange(1, 3)))]}
+        elif kind == 2:
+            updates = {f"n{rng.randrange(9)}": value(), "ключ": [value()]}
+        fields: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            fields = {"step": cp.step + 1, "steps": (*cp.steps, f"s-ü{cp.step + 1}")}
+        if rng.random() < 0.03:
+            fields["signals"] = {**cp.signals, f"sig{i}": value()}
+        cp = advance(store, cp, updates, **fields)
+        assert last_sizes(store) == exact_sizes(cp), i
+    assert store.file_for("r").stat().st_size < 4 * sum(exact_sizes(cp)) + 70_000
+
+
+def test_a_replaced_value_is_not_encoded_again_to_measure_it(
+    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that replaces a big value: the save encodes the new value, and knows what
+    the old one took from when it was encoded -- a save's cost stays that of its update."""
+    cp = store.save(ds.Checkpoint("r", -1, {}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"summary": "a" * 100_000})
+    encoded: list[Any] = []
+    real = _journal.dumps
+
+    def dumps(value: Any) -> bytes:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_journal, "dumps", dumps)
+    monkeypatch.setattr(_journal, "_escape", lambda s: encoded.append(s) or real(s).decode())
+    cp = advance(store, cp, {"summary": "b" * 90_000})
+    assert "b" * 90_000 in encoded
+    assert "a" * 100_000 not in encoded
+    assert last_sizes(store) == exact_sizes(cp)
+
+
+def test_a_state_that_shrinks_is_compacted_to_its_new_size(store: ds.FileStore) -> None:
+    """A 100 KB value replaced by a small one: the file is rewritten at once, since it
+    holds more than 4x the state (the first record's length would allow 400 KB)."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"i": 1})
+    assert store.file_for("r").stat().st_size > 100_000
+    cp = advance(store, cp, {"blob": "small"})
+    assert store.file_for("r").stat().st_size < 2_000
+    for i in range(200):
+        cp = advance(store, cp, {"i": i})
+        assert store.file_for("r").stat().st_size <= _journal.COMPACT_MIN + 1_000
+    assert same(ds.FileStore(store.path).load("r"), cp)
+
+
+def test_a_journal_of_the_earlier_version_keeps_its_rule_until_its_next_snapshot(
+    store: ds.FileStore,
+) -> None:
+    """Records without sizes (as the previous version wrote them) load; saves on top
+    append without sizes and compact at 4x the first record, as that version did; the
+    snapshot that compaction writes carries sizes, and so does every record after it."""
+    doc = _store.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
+    meta = _journal.meta_of(doc)
+    old = _journal.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
+    target = store.file_for("r")
+    target.write_bytes(old)
+    loaded = store.load("r")
+    assert loaded is not None
+    cp = replace(loaded, state=frozen_state(loaded.state, "r", stored_as=loaded.etag))
+    cp = advance(store, cp, {"i": 0})
+    assert last_sizes(store) is None
+    inode = target.stat().st_ino
+    for i in range(1, 200):
+        cp = advance(store, cp, {"i": i, f"k{i}": "x" * 500})
+        if target.stat().st_ino != inode:
+            break
+        assert target.stat().st_size <= 4 * len(old)
+    else:
+        raise AssertionError("never compacted")
+    assert last_sizes(store) == exact_sizes(cp)
+    cp = advance(store, cp, {"z": 1})
+    assert last_sizes(store) == exact_sizes(cp)
+    assert same(ds.FileStore(store.path).load("r"), cp)
 
 
 # -- the torn-tail rule ----------------------------------------------------------------------
@@ -292,7 +422,7 @@ def test_records_with_valid_checksums_but_bad_fields_are_corrupt(store: ds.FileS
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The byte counts the journal reads from files; reading a whole file fails the test."""
     counts: list[int] = []
-    real_read_at = _journal.read_at
+    real_read_at = _tail.read_at
 
     def read_at(fd: int, offset: int, n: int) -> bytes:
         counts.append(n)
@@ -301,8 +431,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     def read_all(fd: int) -> bytes:
         raise AssertionError("a whole file was read")
 
-    monkeypatch.setattr(_journal, "read_at", read_at)
-    monkeypatch.setattr(_journal, "read_all", read_all)
+    monkeypatch.setattr(_tail, "read_at", read_at)
+    monkeypatch.setattr(_tail, "read_all", read_all)
     return counts
 
 

@@ -218,3 +218,59 @@ def test_a_kill_between_retry_attempts_counts_and_resumes_with_the_next(
     assert attempts == [1, 3, 4, 5]  # attempt 2 was the crash
     cp = store.load(run_id)
     assert (cp.status, cp.error["type"], cp.error["attempt"]) == ("failed", "TimeoutError", 5)
+
+
+# -- the heartbeat's scheduler ---------------------------------------------------------------
+
+SCHEDULER = """
+import threading, time
+from durable_steps._lease import Heartbeat
+
+waits = 0
+
+class Counting(threading.Condition):
+    def wait(self, timeout=None):
+        global waits
+        waits += 1
+        return super().wait(timeout)
+
+Heartbeat._cond = Counting()  # before the scheduler thread exists
+slow = Heartbeat(lambda: None, 60)
+slow.arm()  # the scheduler now sleeps for up to 60 s
+deadline = time.monotonic() + 60
+while not waits and time.monotonic() < deadline:
+    time.sleep(0.001)
+time.sleep(0.05)
+settled = waits
+for _ in range(200):
+    slow.disarm()
+    time.sleep(0.0005)  # a step
+    slow.arm()
+slow.disarm()
+time.sleep(0.05)
+idle = waits - settled
+beats = []
+fast = Heartbeat(lambda: beats.append(1), 0.05)
+fast.arm()  # due long before the scheduler's wake-up: it must be woken
+while len(beats) < 2 and time.monotonic() < deadline:
+    time.sleep(0.005)
+print(idle, len(beats))
+"""
+
+
+def test_arming_a_heartbeat_each_step_does_not_wake_the_scheduler_each_time() -> None:
+    """A run arms and disarms its heartbeat around every step: a beat due later than the
+    scheduler's planned wake-up does not wake it (that would be a thread switch per
+    step), yet a beat due sooner does, and is made. (In a fresh process, so that the
+    scheduler's condition can be counted from its start.)"""
+    done = subprocess.run(
+        [sys.executable, "-c", SCHEDULER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    idle_wakes, beats = map(int, done.stdout.split())
+    assert idle_wakes <= 2  # not one per arm
+    assert beats >= 2

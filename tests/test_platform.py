@@ -84,6 +84,18 @@ def test_windows_locks_through_msvcrt_and_skips_what_windows_lacks(
     assert {(pos, n) for _, pos, n in windows.calls} == {(0, 1)}
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts descriptors in /proc")
+def test_windows_keeps_no_file_open_between_saves(
+    tmp_path: Path, windows: types.ModuleType
+) -> None:
+    """There a file held open could not be replaced or removed (a compaction by another
+    process, deleting the store's directory): after each save nothing stays open."""
+    before = set(os.listdir("/proc/self/fd"))
+    store = ds.FileStore(tmp_path)
+    a_life(store)
+    assert set(os.listdir("/proc/self/fd")) - before == set()
+
+
 def test_windows_locks_exclude_each_other(tmp_path: Path, windows: types.ModuleType) -> None:
     """Threads racing on one run through the polled msvcrt lock: every step is won once."""
     store = ds.FileStore(tmp_path)

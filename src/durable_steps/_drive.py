@@ -97,6 +97,8 @@ async def drive_async(r: _Run, store: AsyncStore) -> dict[str, Any]:
 
 
 def _not_async(op: Call, result: object) -> None:
+    if result is None or type(result) is dict:  # the common cases, before a slow ABC check
+        return
     if inspect.isawaitable(result):
         getattr(result, "close", lambda: None)()  # no "never awaited" warning
         raise TypeError(

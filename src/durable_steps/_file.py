@@ -33,15 +33,18 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import _filelist, _platform
 from . import _journal as journal
+from . import _tail as tail
+from ._errors import StoreError
+from ._etags import new_etag
 from ._fileio import (
     GONE,
     INTACT,
@@ -49,12 +52,12 @@ from ._fileio import (
     WRITTEN,
     NotDurableError,
     atomic_write,
-    create_private,
     make_dir,
     open_existing,
     os_error,
     read_file,
 )
+from ._handles import Handles, RunFile, Stripe
 from ._observe import wrote
 from ._state import delta_since, is_checked
 from ._store import (
@@ -65,6 +68,7 @@ from ._store import (
     conflict,
     delete_conflict,
     dumps,
+    evolve,
     from_document,
     to_document,
 )
@@ -82,6 +86,7 @@ class _Known(NamedTuple):
     base: int
     steps: tuple[str, ...]
     signals: object  # frozen signals as they are, others as JSON (see _signals_key)
+    sizes: journal.Sizes | None
 
 
 class _End(NamedTuple):
@@ -91,6 +96,7 @@ class _End(NamedTuple):
     end: int | None  # None: a whole document of an earlier version, not a journal
     size: int
     base: int
+    sizes: journal.Sizes | None = None
 
 
 class FileStore:
@@ -101,12 +107,14 @@ class FileStore:
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._known: dict[str, _Known] = {}
-        self._files: dict[str, Path] = {}  # run id -> its file (a hash and a regex saved)
+        self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
         self._known_lock = threading.Lock()
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
+        self._handles = Handles(self._stripes)
+        weakref.finalize(self, self._handles.close)  # a store dropped unclosed closes its files
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.path)!r})"
@@ -115,15 +123,20 @@ class FileStore:
         """The run's file: a readable slug plus a hash, so any valid run id (unicode,
         ``..``, 255 characters, ids differing only in case) maps to its own short
         name strictly inside the store, on case-insensitive file systems too."""
-        path = self._files.get(run_id)
-        if path is None:
+        return self._target(run_id)[0]
+
+    def _target(self, run_id: str) -> tuple[Path, int]:
+        """The run's file and its lock stripe (the hash's last byte), remembered."""
+        target = self._files.get(run_id)
+        if target is None:
             digest = hashlib.sha256(check_run_id(run_id).encode()).hexdigest()[:40]
             slug = _UNSAFE.sub("_", run_id.lower()).strip("_")[:48]
             path = self._runs / (f"{slug}-{digest}.json" if slug else f"{digest}.json")
+            target = path, int(digest[-2:], 16) % _STRIPES
             if len(self._files) >= _REMEMBERED:
                 self._files.clear()
-            self._files[run_id] = path
-        return path
+            self._files[run_id] = target
+        return target
 
     # -- load and save ------------------------------------------------------------------
 
@@ -140,75 +153,102 @@ class FileStore:
         return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        etag = secrets.token_hex(12)
+        etag = new_etag()
         doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
         signals = _signals_key(checkpoint.signals)
-        target = self.file_for(checkpoint.run_id)
-        with self._io("save", checkpoint.run_id, target, INTACT), self._lock(target):
-            written = self._save_locked(target, checkpoint, doc, signals)
+        target, stripe = self._target(checkpoint.run_id)
+        try:
+            with self._handles.hold(stripe) as held:
+                assert held is not None
+                written = self._save_locked(held, target, checkpoint, doc, signals)
+        except OSError as exc:
+            raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
-        return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
+        return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
     def _save_locked(
-        self, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
+        self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
     ) -> int:
         meta = journal.meta_of(doc)
-        fd = open_existing(target, os.O_RDWR)
+        path = str(target)
+        file = stripe.open_run(path)
         try:
-            end = None if fd is None else self._end(fd, cp.run_id, target)
+            end = None if file is None else self._end(file.fd, file.size, cp.run_id, target, file)
             if (end and end.etag) != cp.etag:
                 raise conflict(cp.run_id, cp.etag, end is None)
             known = self._known.get(cp.run_id)
             if known is not None and known.etag != cp.etag:
                 known = None
-            if fd is not None and end is not None and end.end is not None:
-                delta = delta_since(cp.state, cp.etag)
-                body = journal.body_of(
+            if file is not None and end is not None and end.end is not None:
+                body, sizes = journal.body(
                     doc,
-                    delta,
+                    delta_since(cp.state, cp.etag),
                     None if known is None else known.steps,
                     known is None or not (known.signals is signals or known.signals == signals),
+                    end.sizes,
                 )
-                record = journal.encode(meta, body, doc["etag"])
-                if end.end + len(record) <= journal.compact_at(end.base):
-                    self._append(fd, record, end, cp.run_id, target)
+                if sizes is not None:
+                    meta["sizes"] = sizes
+                m = dumps(meta)
+                record = journal.frame(m, body, doc["etag"])
+                # Compact once the file would outgrow 4x the snapshot of this checkpoint
+                # (its sizes unknown: of the file's first record, as earlier versions did).
+                base = end.base if sizes is None else journal.snapshot_length(len(m), sizes)
+                if end.end + len(record) <= journal.compact_at(base):
+                    self._append(file.fd, record, end, cp.run_id, target)
                     new_end = end.end + len(record)
+                    stripe.appended(path, new_end, doc["etag"])
                     self._remember(
-                        cp.run_id, _Known(doc["etag"], new_end, end.base, cp.steps, signals)
+                        cp.run_id,
+                        _Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes),
                     )
                     return len(record)
         finally:
-            if fd is not None:
-                os.close(fd)  # before a rename over it: Windows refuses to replace an open file
-        snapshot = journal.encode(meta, journal.snapshot_body(doc), doc["etag"])
+            stripe.done(file)
+        # A new file: the kept one is closed first (Windows refuses to replace an open file).
+        stripe.forget(path)
+        body, sizes = journal.body(doc, None, None, True, None)
+        meta["sizes"] = sizes
+        snapshot = journal.frame(dumps(meta), body, doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
-        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals))
+        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals, sizes))
         return size
 
-    def _end(self, fd: int, run_id: str, target: Path) -> _End:
+    def _end(
+        self, fd: int, size: int, run_id: str, target: Path, file: RunFile | None = None
+    ) -> _End:
         """The etag and the end of the last valid record, reading the file's end only
-        (all of it only after a torn save, or for an earlier version's file)."""
-        size = os.fstat(fd).st_size
+        (all of it only after a torn save, or for an earlier version's file). Nothing
+        at all when this store's last append went through ``file``, kept open since,
+        and the length is still the one it left (see ``_handles``)."""
         known = self._known.get(run_id)
-        if known is not None and known.end == size and journal.tail_etag(fd, size) == known.etag:
-            return _End(known.etag, size, size, known.base)
-        base = journal.first_length(fd)
+        if (
+            known is not None
+            and known.end == size
+            and (
+                (file is not None and file.written == (size, known.etag))
+                or tail.tail_etag(fd, size) == known.etag
+            )
+        ):
+            return _End(known.etag, size, size, known.base, known.sizes)
+        base = tail.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
-            doc, etag, _ = _parse(journal.read_all(fd), run_id, str(target))
+            doc, etag, _ = _parse(tail.read_all(fd), run_id, str(target))
             return _End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
-        last = journal.last_record(fd, size)
+        last = tail.last_record(fd, size)
         if last is not None:
-            return _End(last.etag, size, size, base)
-        records = journal.scan(journal.read_all(fd), run_id, str(target))
-        return _End(records[-1].etag, records[-1].end, size, base)
+            return _End(last.etag, size, size, base, journal.sizes_of(last.meta))
+        records = journal.scan(tail.read_all(fd), run_id, str(target))
+        last = records[-1]
+        return _End(last.etag, last.end, size, base, journal.sizes_of(last.meta))
 
     def _append(self, fd: int, record: bytes, end: _End, run_id: str, target: Path) -> None:
         assert end.end is not None
         try:
             if end.size > end.end:
                 os.ftruncate(fd, end.end)  # the torn tail of a save that was killed
-            journal.write_at(fd, end.end, record)
+            tail.write_at(fd, end.end, record)
             _platform.current.sync_data(fd)
         except OSError as exc:
             try:
@@ -230,12 +270,15 @@ class FileStore:
                 if listed is None:
                     return False
                 target = listed
-            with self._lock(target):
+            with self._lock(target) as stripe:
+                assert stripe is not None
+                stripe.forget(str(target))
                 fd = open_existing(target, os.O_RDONLY)
                 if fd is None:
                     return False
                 try:
-                    if etag is not None and self._end(fd, run_id, target).etag != etag:
+                    size = os.fstat(fd).st_size
+                    if etag is not None and self._end(fd, size, run_id, target).etag != etag:
                         raise delete_conflict(run_id)
                 finally:
                     os.close(fd)
@@ -287,7 +330,9 @@ class FileStore:
     # -- the rest -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Nothing to release; present so every store closes alike."""
+        """Close the files kept open between saves (the store stays usable: it opens
+        them again when needed)."""
+        self._handles.close()
 
     def __enter__(self) -> FileStore:
         return self
@@ -297,42 +342,36 @@ class FileStore:
 
     def _remember(self, run_id: str, known: _Known) -> None:
         with self._known_lock:
+            if run_id in self._known and next(reversed(self._known)) == run_id:
+                self._known[run_id] = known  # already the most recent: stays last
+                return
             self._known.pop(run_id, None)
             self._known[run_id] = known
             if len(self._known) > _REMEMBERED:
                 del self._known[next(iter(self._known))]
 
-    @contextlib.contextmanager
-    def _lock(self, file: Path, *, wait: bool = True) -> Iterator[bool]:
-        """The run file's stripe lock, held across processes; yields False only when
-        ``wait`` is False and another writer holds it."""
+    def _lock(self, file: Path, *, wait: bool = True) -> AbstractContextManager[Stripe | None]:
+        """The run file's stripe lock, held across threads and processes; yields None
+        only when ``wait`` is False and another writer holds it."""
         match = _filelist.STRIPE.search(file.name)
-        path = self._stripes[int(match[1], 16) % _STRIPES if match else 0]
-        fd = open_existing(path, os.O_RDWR) or create_private(path)
-        platform = _platform.current
-        try:
-            locked = True
-            if wait:
-                platform.lock(fd)
-            else:
-                locked = platform.try_lock(fd)
-            try:
-                yield locked
-            finally:
-                if locked:
-                    platform.unlock(fd)
-        finally:
-            os.close(fd)
+        return self._handles.hold(int(match[1], 16) % _STRIPES if match else 0, wait=wait)
 
     @contextlib.contextmanager
     def _io(self, doing: str, run_id: str | None, path: Path, outcome: str) -> Iterator[None]:
+        """Around file-system calls: an OSError becomes the StoreError that says what
+        was being done, where, what to do, and what became of the checkpoint."""
         try:
             yield
         except OSError as exc:
-            what = doing if run_id is None else f"{doing} run {run_id!r}"
-            if isinstance(exc, NotDurableError):
-                outcome = WRITTEN
-            raise os_error(exc, what, path, self.path, outcome) from exc
+            raise self._failed(exc, doing, run_id, path, outcome) from exc
+
+    def _failed(
+        self, exc: OSError, doing: str, run_id: str | None, path: Path, outcome: str
+    ) -> StoreError:
+        what = doing if run_id is None else f"{doing} run {run_id!r}"
+        if isinstance(exc, NotDurableError):
+            outcome = WRITTEN
+        return os_error(exc, what, path, self.path, outcome)
 
 
 def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Known | None]:
@@ -340,7 +379,8 @@ def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Know
     doc, etag, records = journal.parse(data, run_id, where)
     if not records:
         return doc, etag, None
-    return doc, etag, _Known(records[-1].etag, records[-1].end, records[0].end, (), b"")
+    last, sizes = records[-1], journal.sizes_of(doc)  # doc: the last record's meta and more
+    return doc, etag, _Known(last.etag, last.end, records[0].end, (), b"", sizes)
 
 
 def _signals_key(signals: Mapping[str, Any]) -> object:

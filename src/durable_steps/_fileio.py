@@ -17,8 +17,8 @@ import errno
 import os
 from pathlib import Path
 
-from . import _journal as journal
 from . import _platform
+from . import _tail as tail
 from ._errors import StoreError
 from ._platform import BINARY, NOFOLLOW
 
@@ -52,7 +52,7 @@ def atomic_write(target: Path, data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY | NOFOLLOW, 0o600)
         try:
             platform.private(fd)
-            journal.write_at(fd, 0, data)
+            tail.write_at(fd, 0, data)
             platform.sync_file(fd)
         finally:
             os.close(fd)
@@ -76,7 +76,7 @@ def read_file(path: Path) -> bytes | None:
     if fd is None:
         return None
     try:
-        return journal.read_all(fd)
+        return tail.read_all(fd)
     finally:
         os.close(fd)
 

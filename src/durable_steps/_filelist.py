@@ -1,7 +1,7 @@
 """FileStore's listing, and the files in runs/ that no run can claim.
 
 A listing reads the directory once (names only), then one file at a time: the
-last record's TAIL and fields (``_journal.last_meta``), never the state, so its
+last record's TAIL and fields (``_tail.last_meta``), never the state, so its
 cost per run does not grow with the state. Only a file whose end is torn, or an
 earlier version's whole document, is read in full. Filters apply as it goes, and
 it stops at ``limit``. It never aborts: a directory is skipped, a file deleted
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from . import _journal as journal
 from . import _platform
+from . import _tail as tail
 from ._errors import DurableError
 from ._fileio import os_error, read_file
 from ._platform import BINARY
@@ -98,10 +99,10 @@ def entry_of(store: FileStore, path: Path) -> RunInfo | None:
 
 def _read_entry(store: FileStore, fd: int, size: int, path: Path) -> RunInfo:
     found = None
-    if journal.is_journal(journal.read_at(fd, 0, 1)):
-        found = journal.last_meta(fd, size)
+    if journal.is_journal(tail.read_at(fd, 0, 1)):
+        found = tail.last_meta(fd, size)
     if found is None:  # a torn end, or an earlier version's file: read it all
-        return info_of(decode_file(store, path, journal.read_all(fd)), size)
+        return info_of(decode_file(store, path, tail.read_all(fd)), size)
     meta, etag = found
     info = info_of_meta(loads(meta, path.name, str(path)), etag, size, path.name, str(path))
     _check_names(store, path, info.run_id)

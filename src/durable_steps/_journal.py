@@ -15,8 +15,11 @@ Record format (all lengths in bytes, numbers as lowercase hex)::
                                                   from HEAD up to C (8 hex each)
 
 - meta: every field of the checkpoint except the state, the step names and the
-  signals, plus ``step_name`` (the last completed step's name). A listing reads
-  the last TAIL and this, never the state.
+  signals (optional ones only when not null: missing reads as null), plus
+  ``step_name`` (the last completed step's name) and ``sizes``:
+  the bytes that the state, the step names and the signals, each as JSON, take
+  in a snapshot of this checkpoint (absent in records of earlier versions). A
+  listing reads the last TAIL and this, never the state.
 - body: ``state`` (the whole state) or ``set`` (keys set to new values) and
   ``extend`` (key -> items appended to a list); ``steps`` (all names) or
   ``steps+`` (names appended); ``signals`` (all of them) when they changed. A
@@ -41,15 +44,26 @@ checksums). At the first byte offset ``o`` where no valid record starts:
 Only the last record can be torn: a save returns after its record is on disk,
 and each writer first cuts off a torn tail, so records never follow a torn one.
 
-Compaction. When a save would grow the file beyond ``compact_at(base)`` (4x the
-size of its first record, at least ``COMPACT_MIN``), that save writes a new
-snapshot file instead of appending, so a load reads at most about 4x the state.
+Compaction. When a save would grow the file beyond ``compact_at(base)`` -- 4x
+the length of a snapshot of the checkpoint it saves, at least ``COMPACT_MIN`` --
+that save writes a new snapshot file instead of appending, so a load reads at
+most about 4x the state, and a state that only grows (whose log holds nothing
+superseded) is not rewritten for growing. The snapshot's length comes from
+``sizes``, kept exact without encoding the state: a record's sizes are those of
+the record before plus its changes (``body``: what a set key's old value took,
+a list's new items and commas, new step names), or measured where it writes a
+part whole. When the record before has no sizes (an earlier version wrote it),
+the base is the file's first record, as earlier versions had it, until the next
+snapshot measures them.
 
 Writing (``_file``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
-on Windows; across processes): read the etag from the last TAIL and compare it
-(the last record is checked in full unless this process wrote or read it; the
-whole file is read only after a torn save); cut a torn tail off; append the
-record; ``fdatasync`` -- the one sync of a save, after which it returns. A
+on Windows; across processes and threads): read the etag from the last TAIL
+(``_tail``) and compare it (the last record is checked in full unless this store
+wrote or read it; nothing is read when this store's own last append went through
+the file it keeps open, which is still the run's file and as long as it left it,
+see ``_handles``; the whole file is read only after a torn save); cut a torn tail
+off; append the record; ``fdatasync`` -- the one sync of a save, after which it
+returns. A
 failed write or sync cuts the record off again. A new file (a run's first save,
 a compaction, an earlier version's file migrated) is written whole: temporary
 file, write, fsync, rename over the run's file, fsync of the directory
@@ -66,13 +80,15 @@ mean what they mean on a local disk.
 
 from __future__ import annotations
 
-import os
+import json
+import json.encoder
 import re
 import zlib
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ._errors import StateTooLargeError
-from ._state import Delta
+from ._state import Delta, note_lengths, noted_length
 from ._store import corrupt_error, dumps, loads
 
 RS = b"\x1e"
@@ -82,9 +98,8 @@ COMPACT_RATIO = 4
 COMPACT_MIN = 64 * 1024
 """Files smaller than this are never compacted: a tiny state's log may hold many saves."""
 MAX_RECORD = 0xFFFFFFFF
-_HEAD = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
-_TAIL = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
-_WHOLE = ("state", "steps", "signals")
+HEAD_RE = re.compile(rb"\x1eDSJ1 ([0-9a-f]{8}) ([0-9a-f]{8})\n")
+TAIL_RE = re.compile(rb"\n([0-9a-f]{24}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8}) ([0-9a-f]{8})\n")
 
 
 class Record(NamedTuple):
@@ -95,9 +110,44 @@ class Record(NamedTuple):
     body: bytes
 
 
+class Sizes(NamedTuple):
+    """The bytes a snapshot's body gives the state, the step names and the signals (each
+    its JSON), as of a record: in its meta as ``"sizes": [state, steps, signals]``."""
+
+    state: int
+    steps: int
+    signals: int
+
+
 def compact_at(base: int) -> int:
-    """The size beyond which a file whose first record has ``base`` bytes is rewritten."""
+    """The size beyond which a file is rewritten, for a snapshot of ``base`` bytes (that
+    of the current checkpoint when its sizes are known; else the file's first record)."""
     return max(COMPACT_RATIO * base, COMPACT_MIN)
+
+
+def snapshot_length(meta: int, sizes: Sizes) -> int:
+    """The length of the snapshot a compaction would write now, for ``meta`` bytes of
+    meta: HEAD, meta, ``{"state":..,"steps":..,"signals":..}`` (30 bytes besides the
+    three), TAIL."""
+    return HEAD + meta + 30 + sizes.state + sizes.steps + sizes.signals + TAIL
+
+
+def sizes_of(meta: object) -> Sizes | None:
+    """The sizes a record's meta (a dict, or its JSON) carries; None if it has none (an
+    earlier version wrote it) or they make no sense."""
+    if isinstance(meta, bytes):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    found = meta.get("sizes") if isinstance(meta, dict) else None
+    if (
+        isinstance(found, list)
+        and len(found) == 3
+        and all(type(n) is int and n >= 0 for n in found)
+    ):
+        return Sizes(*found)
+    return None
 
 
 def is_journal(first: bytes) -> bool:
@@ -105,9 +155,13 @@ def is_journal(first: bytes) -> bool:
 
 
 def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
-    m, b = dumps(meta), dumps(body)
+    return frame(dumps(meta), dumps(body), etag)
+
+
+def frame(m: bytes, b: bytes, etag: str) -> bytes:
+    """The record of meta ``m`` and body ``b`` (both JSON): HEAD, them, TAIL."""
     if len(b) > MAX_RECORD or len(m) > MAX_RECORD:  # 8 hex digits of length
-        run_id = meta.get("run_id", "?")
+        run_id = json.loads(m).get("run_id", "?")
         raise StateTooLargeError(
             f"run {run_id!r}: a checkpoint of {len(b):,} bytes does not fit a FileStore record "
             f"(at most {MAX_RECORD:,}); keep large data in files and their paths in the state",
@@ -122,50 +176,134 @@ def encode(meta: dict[str, Any], body: dict[str, Any], etag: str) -> bytes:
 
 
 def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """The record's meta: the document (``_store.to_document``) but its bulky parts."""
-    meta = {k: v for k, v in doc.items() if k not in _WHOLE and k != "etag"}
+    """The record's meta: the document (``_store.to_document``) but its bulky parts,
+    and but the optional fields that are null (a reader takes a missing one for null;
+    every byte of a record is written and synced once per save)."""
+    meta = doc.copy()
+    del meta["state"], meta["steps"], meta["signals"]
+    meta.pop("etag", None)
+    for key in _OPTIONAL:
+        if meta[key] is None:
+            del meta[key]
     meta["step_name"] = doc["steps"][-1] if doc["steps"] else None
     return meta
 
 
-def body_of(
-    doc: dict[str, Any], delta: Delta | None, steps: tuple[str, ...] | None, signals: bool
-) -> dict[str, Any]:
-    """A save's body: ``delta`` (None: the whole state); ``steps``: the names already
-    stored (None: unknown, write all); ``signals``: whether to write them."""
-    body: dict[str, Any] = {}
+def body(
+    doc: dict[str, Any],
+    delta: Delta | None,
+    steps: tuple[str, ...] | None,
+    signals: bool,
+    sizes: Sizes | None,
+) -> tuple[bytes, Sizes | None]:
+    """A save's body (JSON) and the sizes after it. ``delta``: None for the whole state;
+    ``steps``: the names already stored (None: unknown, write all); ``signals``: whether
+    to write them; ``sizes``: as of the record before (None: unknown). The sizes after
+    are exact: a part written whole is measured, a change is added to what it changes
+    (the JSON a key and its old value took, a list's new items and commas); None when
+    a part that is not written whole had no known size."""
+    parts: list[bytes] = []
+    state: int | None
     if delta is None:
-        body["state"] = doc["state"]
+        whole = dumps(doc["state"])
+        parts.append(b'"state":' + whole)
+        state = len(whole)
     else:
+        grown: int | None = 0
         if delta.set:
-            body["set"] = delta.set
+            part, grown = _set(delta.set, delta.before, doc["state"])
+            parts.append(b'"set":' + part)
         if delta.extended:
-            body["extend"] = delta.extended
+            part, more = _extend(delta.extended, doc["state"])
+            parts.append(b'"extend":' + part)
+            grown = None if grown is None else grown + more
+        state = None if sizes is None or grown is None else sizes.state + grown
     names = doc["steps"]
+    steps_size: int | None = None
     if steps is not None and tuple(names[: len(steps)]) == steps:
-        if len(names) > len(steps):
-            body["steps+"] = names[len(steps) :]
+        added = dumps(names[len(steps) :]) if len(names) > len(steps) else None
+        if added is not None:
+            parts.append(b'"steps+":' + added)
+        if sizes is not None:
+            steps_size = sizes.steps + (0 if added is None else len(added) - 2 + bool(steps))
     else:
-        body["steps"] = names
+        whole = dumps(names)
+        parts.append(b'"steps":' + whole)
+        steps_size = len(whole)
+    signals_size: int | None = None if sizes is None else sizes.signals
     if signals:
-        body["signals"] = doc["signals"]
-    return body
+        whole = dumps(doc["signals"])
+        parts.append(b'"signals":' + whole)
+        signals_size = len(whole)
+    after = (
+        None
+        if state is None or steps_size is None or signals_size is None
+        else Sizes(state, steps_size, signals_size)
+    )
+    return b"{" + b",".join(parts) + b"}", after
 
 
-def snapshot_body(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in _WHOLE}
+def _set(
+    values: dict[str, Any], before: Mapping[str, Any] | None, state: Mapping[str, Any]
+) -> tuple[bytes, int | None]:
+    """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
+    unknown, without the state it applies to). The length of each new value's JSON is
+    noted on ``state``, so that when a later step replaces it, its length is known
+    without encoding it again (``_state.note_lengths``)."""
+    entries, lengths = [], {}
+    grown, keys = 0, 0 if before is None else len(before)
+    for key, value in values.items():
+        name, encoded = _value(key), _value(value)
+        entries.append(b"%s:%s" % (name, encoded))
+        lengths[key] = len(encoded)
+        if before is None:
+            continue
+        old = before.get(key, _MISSING)
+        if old is _MISSING:  # a new member, after a comma unless it is the first
+            grown += len(name) + 1 + len(encoded) + (keys > 0)
+            keys += 1
+        else:
+            was = noted_length(before, key)
+            grown += len(encoded) - (len(_value(old)) if was is None else was)
+    note_lengths(state, lengths)
+    return b"{" + b",".join(entries) + b"}", None if before is None else grown
+
+
+def _value(value: Any) -> bytes:
+    """``dumps`` of one value; a string straight through the C escaper (most values)."""
+    if type(value) is str:
+        return _escape(value).encode()
+    return dumps(value)
+
+
+def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
+    """``extend``'s JSON object, and how many bytes longer it makes the state's JSON:
+    each list gains its new items, after a comma unless it was empty."""
+    entries = []
+    grown = 0
+    for key, items in lists.items():
+        added = dumps(items)
+        entries.append(b"%s:%s" % (_value(key), added))
+        if items:
+            grown += len(added) - 2 + (len(state[key]) > len(items))
+    return b"{" + b",".join(entries) + b"}", grown
+
+
+_MISSING = object()
+_OPTIONAL = ("workflow", "owner", "lease_expires", "waiting_for", "error", "trace")
+_escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ensure_ascii off
 
 
 def record_at(data: bytes, o: int) -> Record | None:
     """The valid record starting at ``o`` in ``data``, or None."""
-    head = _HEAD.fullmatch(data, o, o + HEAD)
+    head = HEAD_RE.fullmatch(data, o, o + HEAD)
     if head is None:
         return None
     m, b = int(head[1], 16), int(head[2], 16)
     end = o + HEAD + m + b + TAIL
     if end > len(data):
         return None
-    tail = _TAIL.fullmatch(data, end - TAIL, end)
+    tail = TAIL_RE.fullmatch(data, end - TAIL, end)
     if tail is None or (tail[2], tail[3]) != (head[1], head[2]):
         return None
     meta = data[o + HEAD : o + HEAD + m]
@@ -248,80 +386,3 @@ def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"{key} is not a JSON object")
     return value
-
-
-# -- reading a file's end without reading the file ------------------------------------
-
-
-def read_at(fd: int, offset: int, n: int) -> bytes:
-    """Up to ``n`` bytes at ``offset`` (lseek + read: Windows has no pread)."""
-    os.lseek(fd, offset, os.SEEK_SET)
-    chunks = []
-    while n > 0 and (chunk := os.read(fd, n)):
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_all(fd: int) -> bytes:
-    """The whole file, read until its end (it may have grown since it was measured)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    size = max(os.fstat(fd).st_size, 0) + 1
-    while chunk := os.read(fd, size):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def write_at(fd: int, offset: int, data: bytes) -> None:
-    os.lseek(fd, offset, os.SEEK_SET)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def first_length(fd: int) -> int | None:
-    """The length of the file's first record (the last snapshot), from its HEAD."""
-    head = _HEAD.fullmatch(read_at(fd, 0, HEAD))
-    return None if head is None else HEAD + int(head[1], 16) + int(head[2], 16) + TAIL
-
-
-def tail_etag(fd: int, size: int) -> str | None:
-    """The etag in the TAIL that ends the file, unchecked (for a writer that knows the file)."""
-    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL)) if size >= HEAD + TAIL else None
-    return None if tail is None else tail[1].decode()
-
-
-def last_record(fd: int, size: int) -> Record | None:
-    """The record that ends the file, checked in full; None if the end is torn."""
-    last = _last(fd, size)
-    if last is None:
-        return None
-    rec = record_at(read_at(fd, last[0], size - last[0]), 0)
-    return None if rec is None else rec._replace(start=last[0], end=size)
-
-
-def last_meta(fd: int, size: int) -> tuple[bytes, str] | None:
-    """The meta and etag of the record that ends the file, reading only those (for a
-    listing: the body is not read, so only the meta's own checksum is checked); None if
-    the end does not look like a whole record."""
-    last = _last(fd, size)
-    if last is None:
-        return None
-    start, tail = last
-    head_meta = read_at(fd, start, HEAD + int(tail[2], 16))
-    head, meta = _HEAD.fullmatch(head_meta, 0, HEAD), head_meta[HEAD:]
-    if head is None or head[1] != tail[2] or int(tail[4], 16) != zlib.crc32(meta):
-        return None
-    return meta, tail[1].decode()
-
-
-def _last(fd: int, size: int) -> tuple[int, re.Match[bytes]] | None:
-    """Where the record that ends the file starts, by its TAIL, and the TAIL."""
-    if size < HEAD + TAIL:
-        return None
-    tail = _TAIL.fullmatch(read_at(fd, size - TAIL, TAIL))
-    if tail is None:
-        return None
-    start = size - TAIL - int(tail[3], 16) - int(tail[2], 16) - HEAD
-    return (start, tail) if start >= 0 else None

@@ -28,7 +28,7 @@ from ._observe import log
 from ._ops import Load, Op, Save
 from ._runner import _Run
 from ._state import freeze, mark_stored
-from ._store import Checkpoint
+from ._store import Checkpoint, evolve
 
 _ABSORB = 10
 """Signal deliveries absorbed in a row by one save before it gives up."""
@@ -94,7 +94,7 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
     if latest.signals.keys() - cp.signals.keys():
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
-    return cp if cp.etag == latest.etag else replace(cp, etag=latest.etag)
+    return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
 
 
 def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:

@@ -25,6 +25,7 @@ imports, and otherwise cannot tell.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import secrets
 import socket
@@ -137,12 +138,17 @@ class Heartbeat:
     One scheduler thread per process watches every armed heartbeat and starts a
     short-lived thread for each beat that is due: arming and disarming cost a lock
     (not a thread per run), and a slow beat (an unreachable store) delays no other
-    run's heartbeat.
+    run's heartbeat. Arming wakes the scheduler only when the new beat is due before
+    the time it already sleeps until: a run arms and disarms once per step, and
+    waking a thread each time would cost a thread switch per step (the scheduler
+    checks what is due whenever it wakes, so a later beat is never missed).
     """
 
     _cond = threading.Condition()
     _armed: dict[Heartbeat, float] = {}  # noqa: RUF012 - shared on purpose: one scheduler
     _thread: threading.Thread | None = None
+    _wakes = math.inf
+    """When the scheduler wakes next by itself (monotonic; inf: only when notified)."""
 
     def __init__(self, beat: Callable[[], None], interval: float) -> None:
         self.beat, self.interval = beat, interval
@@ -150,13 +156,15 @@ class Heartbeat:
     def arm(self) -> None:
         cls = Heartbeat
         with cls._cond:
-            cls._armed[self] = time.monotonic() + self.interval
+            due = cls._armed[self] = time.monotonic() + self.interval
             if cls._thread is None:
                 cls._thread = threading.Thread(
                     target=cls._schedule, name="durable-steps-heartbeat", daemon=True
                 )
                 cls._thread.start()
-            cls._cond.notify()
+            if due < cls._wakes:
+                cls._wakes = due  # it is about to wait for this one (or an earlier one)
+                cls._cond.notify()
 
     def disarm(self) -> None:
         with Heartbeat._cond:
@@ -169,22 +177,28 @@ class Heartbeat:
         cls = Heartbeat
         with cls._cond:
             while True:
-                if not cls._armed:
-                    cls._cond.wait()
-                    continue
-                heart, due = min(cls._armed.items(), key=lambda item: item[1])
-                wait = due - time.monotonic()
-                if wait > 0:
-                    cls._cond.wait(wait)
-                    continue
-                cls._armed[heart] = time.monotonic() + heart.interval
-                threading.Thread(target=heart.beat, name="durable-steps-beat", daemon=True).start()
+                now = time.monotonic()
+                if cls._armed:
+                    heart, due = min(cls._armed.items(), key=lambda item: item[1])
+                    if due <= now:
+                        cls._armed[heart] = now + heart.interval
+                        threading.Thread(
+                            target=heart.beat, name="durable-steps-beat", daemon=True
+                        ).start()
+                        continue
+                    cls._wakes = due
+                elif cls._wakes <= now:
+                    cls._wakes = math.inf
+                # With nothing armed it still sleeps until the time it promised: a run
+                # arming its next step before then need not wake it.
+                cls._cond.wait(None if cls._wakes == math.inf else cls._wakes - now)
 
     @staticmethod
     def _after_fork() -> None:  # the scheduler thread does not survive a fork
         Heartbeat._cond = threading.Condition()
         Heartbeat._armed = {}
         Heartbeat._thread = None
+        Heartbeat._wakes = math.inf
 
 
 if hasattr(os, "register_at_fork"):

@@ -37,6 +37,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+try:
+    import fcntl
+except ImportError:  # Windows: Posix and MacOS are not used there
+    fcntl = None  # type: ignore[assignment]
+
 BINARY = getattr(os, "O_BINARY", 0)
 """Windows opens files in text mode (newline translation) without it."""
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -47,14 +52,13 @@ _BUSY = {errno.EACCES, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
 class Posix:
     """Linux and other POSIX systems."""
 
-    def lock(self, fd: int) -> None:
-        import fcntl
+    keeps_files_open = True
+    """Whether a store may keep lock and run files open between saves (``_handles``)."""
 
+    def lock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
 
     def try_lock(self, fd: int) -> bool:
-        import fcntl
-
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -62,7 +66,7 @@ class Posix:
         return True
 
     def unlock(self, fd: int) -> None:
-        """Nothing: closing the descriptor releases the flock."""
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
     def sync_data(self, fd: int) -> None:
         """The file's data (and its size) on disk: what an append needs."""
@@ -94,8 +98,6 @@ class MacOS(Posix):
     """macOS: F_FULLFSYNC instead of fsync, which stops at the drive's cache."""
 
     def sync_data(self, fd: int) -> None:
-        import fcntl
-
         try:
             fcntl.fcntl(fd, getattr(fcntl, "F_FULLFSYNC", _F_FULLFSYNC))
         except OSError:  # not supported by this file system: the best it offers
@@ -109,6 +111,9 @@ class Windows:
 
     attempts = 25
     """Tries of a replace or delete that meets a sharing violation (over about a second)."""
+    keeps_files_open = False
+    """A file held open could not be replaced or removed by anyone, even this process
+    (a compaction elsewhere, deleting the store's directory)."""
 
     def lock(self, fd: int) -> None:
         delay = 0.0005

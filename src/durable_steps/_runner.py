@@ -22,6 +22,7 @@ so the two cannot drift apart.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -40,7 +41,7 @@ from ._ops import Call, Load, Op, Save, Sleep
 from ._retry import NEVER_RETRIED, ONCE
 from ._state import FrozenState, freeze, frozen_state, thaw
 from ._step import Step, StepContext, Suspend
-from ._store import Checkpoint, check_name, check_run_id
+from ._store import Checkpoint, check_name, check_run_id, evolve
 
 _CLAIMS = 3
 """Claims tried before a ConflictError stands (each after a fresh load)."""
@@ -66,8 +67,7 @@ class _Run:
         for s in self.steps:
             if not isinstance(s, Step) or not isinstance(s.name, str) or not s.name:
                 raise TypeError(f"steps must be Step(name, fn) with a non-empty str name: {s!r}")
-        names = [s.name for s in self.steps]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(s.name for s in self.steps).items() if k > 1)
         if dupes:
             raise ValueError(f"run {run_id!r}: duplicate step names {dupes}; names must be unique")
         if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
@@ -77,7 +77,9 @@ class _Run:
         self.workflow = workflow
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
-        self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input)
+        # signals frozen from the start: a store then knows they were checked
+        no_signals = freeze({}, "", self.run_id, 0, "signal payload")
+        self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input, signals=no_signals)
         self.obs = Observer(self.run_id, workflow)
 
     # -- the program ---------------------------------------------------------------------
@@ -302,13 +304,13 @@ class _Run:
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:
             updates = {}
-        if not isinstance(updates, Mapping):
+        if type(updates) is not dict and not isinstance(updates, Mapping):
             raise TypeError(
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
                 f"{type(updates).__name__}; return a mapping of updates or None"
             )
         last = i + 1 == len(self.steps)
-        return replace(
+        return evolve(  # replace(), faster: once per step
             self.cp,
             step=i,
             steps=(*self.cp.steps, step.name),

@@ -82,12 +82,18 @@ class FrozenDict(dict[str, Any]):
 
 class Delta:
     """What changed from one state to the next: keys set to new values, and lists
-    that were only extended (key -> the new items). Nothing is ever removed."""
+    that were only extended (key -> the new items). Nothing is ever removed.
+    ``before`` is the state it applies to (a store measures what a set key replaced)."""
 
-    __slots__ = ("extended", "set")
+    __slots__ = ("before", "extended", "set")
 
-    def __init__(self, set_: dict[str, Any], extended: dict[str, list[Any]]) -> None:
-        self.set, self.extended = set_, extended
+    def __init__(
+        self,
+        set_: dict[str, Any],
+        extended: dict[str, list[Any]],
+        before: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.set, self.extended, self.before = set_, extended, before
 
     def __bool__(self) -> bool:
         return bool(self.set or self.extended)
@@ -97,10 +103,12 @@ class FrozenState(FrozenDict):
     """A run's whole state. Besides its values it remembers the state it was made
     from and the ``Delta`` between the two, until it is stored (``mark_stored``)."""
 
-    __slots__ = ("_delta", "_parent", "_stored_as")
+    __slots__ = ("_delta", "_lengths", "_parent", "_stored_as")
     _parent: FrozenState | None
     _delta: Delta | None
     _stored_as: str | None
+    _lengths: dict[str, int] | None
+    """Bytes of the JSON of some of its values, noted by a store that encoded them."""
 
     def updated(self, updates: Mapping[str, Any], run_id: str) -> FrozenState:
         """This state with ``updates`` merged (shallow), validated and frozen."""
@@ -125,14 +133,17 @@ class FrozenState(FrozenDict):
                     extended[key] = tail
                     changed[key] = _frozen_list([*old, *tail], max(old._height, tail._height))
                 continue
-            changed[key] = freeze(value, f"[{key!r}]", run_id, 1)
+            if type(value) is str and value.isascii():  # most updates: nothing to check
+                changed[key] = value
+            else:
+                changed[key] = freeze(value, f"[{key!r}]", run_id, 1)
         if not changed:
             return self
         height = max(self._height, 1 + max(map(_height, changed.values())))
         new = _state({**self, **changed}, height)
         new._parent, new._delta = (
             self,
-            Delta({k: v for k, v in changed.items() if k not in extended}, extended),
+            Delta({k: v for k, v in changed.items() if k not in extended}, extended, self),
         )
         return new
 
@@ -146,7 +157,7 @@ def _state(values: dict[str, Any], height: int | None = None) -> FrozenState:
     if height is None:
         height = max(map(_height, values.values()), default=0) + 1
     s._height = height
-    s._parent = s._delta = s._stored_as = None
+    s._parent = s._delta = s._stored_as = s._lengths = None
     return s
 
 
@@ -197,6 +208,23 @@ def mark_stored(state: Mapping[str, Any], etag: str | None) -> None:
         state._stored_as, state._parent, state._delta = etag, None, None
 
 
+def note_lengths(state: Mapping[str, Any], lengths: dict[str, int]) -> None:
+    """Note the bytes of the JSON of ``state``'s values under these keys (a store that
+    encoded them): measuring what a later step replaced then needs no encoding. Its
+    values never change, so what is noted stays true."""
+    if isinstance(state, FrozenState):
+        if state._lengths is None:
+            state._lengths = lengths
+        else:
+            state._lengths.update(lengths)
+
+
+def noted_length(state: Mapping[str, Any], key: str) -> int | None:
+    """What ``note_lengths`` noted for ``state[key]``, if anything."""
+    lengths = state._lengths if isinstance(state, FrozenState) else None
+    return None if lengths is None else lengths.get(key)
+
+
 def is_checked(state: object) -> bool:
     """True for a state that went through ``freeze`` (a store need not walk it again)."""
     return isinstance(state, FrozenDict)
@@ -218,6 +246,8 @@ def check_json(value: object, run_id: str, what: str = "state") -> None:
 
 def freeze(value: Any, path: str, run_id: str, depth: int, what: str = "state") -> Any:
     """``value`` checked against the JSON rules, with its dicts and lists frozen."""
+    if type(value) is str and value.isascii():  # the commonest value: no surrogate in it
+        return value
     if isinstance(value, FrozenList | FrozenDict):
         if depth + value._height > MAX_DEPTH:
             _too_deep(path, run_id, what)
@@ -251,7 +281,7 @@ def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
         return value
     kind = type(value)
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if not value.isascii() and _SURROGATE.search(value):  # isascii: a flag, no scan
             raise _invalid(
                 f"{what}{path} holds a lone surrogate (text that is not valid unicode); "
                 "decode it properly or store it as base64",
@@ -287,6 +317,8 @@ def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
 
 
 def _key(key: object, path: str, run_id: str, what: str = "state") -> str:
+    if type(key) is str and key.isascii():
+        return key
     if not isinstance(key, str):
         raise _invalid(
             f"{what}{path} has a {type(key).__name__} key {key!r}; JSON object keys must be str",
