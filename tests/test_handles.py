@@ -231,3 +231,35 @@ def test_a_forked_child_does_not_share_its_parents_locks(store: ds.FileStore) ->
         assert stripe is not None
     cp = advance(store, cp, b=2)
     assert ds.FileStore(store.path).load("r") is not None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes the process's fd 0: POSIX only")
+def test_descriptor_zero_is_a_file_like_any_other(tmp_path: Path) -> None:
+    """With stdin closed, the first file a store opens (an existing lock file) is
+    descriptor 0; it is kept and closed with the store like any other, never leaked."""
+    import subprocess
+
+    script = (
+        "import os, sys\n"
+        "os.close(0)\n"
+        "import durable_steps as ds\n"
+        "with ds.FileStore(sys.argv[1]) as first:  # creates the lock files\n"
+        "    cp = first.save(ds.Checkpoint('r', -1, {}))\n"
+        "with ds.FileStore(sys.argv[1]) as store:  # opens the existing ones\n"
+        "    store.save(ds.Checkpoint('r', 0, {'a': 1}, etag=cp.etag, steps=('a',)))\n"
+        "try:\n"
+        "    os.fstat(0)\n"
+        "except OSError:\n"
+        "    print('closed')\n"
+        "else:\n"
+        "    print('leaked', os.readlink('/proc/self/fd/0') if os.path.isdir('/proc') else '')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "closed"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _file, _journal, _store, _tail
+from durable_steps import _document, _file, _journal, _tail
 from durable_steps._state import frozen_state, mark_stored
 
 
@@ -261,7 +261,7 @@ def test_a_journal_of_the_earlier_version_keeps_its_rule_until_its_next_snapshot
     """Records without sizes (as the previous version wrote them) load; saves on top
     append without sizes and compact at 4x the first record, as that version did; the
     snapshot that compaction writes carries sizes, and so does every record after it."""
-    doc = _store.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
+    doc = _document.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
     meta = _journal.meta_of(doc)
     old = _journal.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
     target = store.file_for("r")

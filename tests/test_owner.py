@@ -104,13 +104,6 @@ def test_the_psutil_path_agrees_with_proc() -> None:
     assert _lease._started_psutil(int(done.stdout)) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit gap in _lease._boot (not fixed here): on Windows psutil.boot_time() is "
-    "time.time() - uptime, recomputed per process, and may differ by up to a second between "
-    "processes (psutil #1007), so int() of it can differ and a crashed local owner looks "
-    "like another boot: its lease is waited out instead of taken over at once",
-)
 def test_processes_that_disagree_on_boot_time_by_a_second_agree_an_owner_is_gone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -218,12 +218,6 @@ def test_a_stop_at_a_step_boundary_releases_without_counting_an_attempt(
     assert seen == [("a", 1), ("b", 1)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit gap in _runner._error (not fixed here): the recorded error keeps the "
-    "message's lone surrogates, its save fails with UnicodeEncodeError, and that raw error "
-    "replaces the step's own (or, without retry=, the failure is not recorded)",
-)
 @pytest.mark.parametrize("retry", [None, Retry(attempts=2, backoff=0)], ids=["once", "retried"])
 def test_a_step_error_whose_message_is_not_unicode_fails_the_run_as_usual(
     api: Sync, run_id: str, retry: Retry | None

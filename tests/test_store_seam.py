@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps import _etags, _store
+from durable_steps import _document, _etags, _store
 
 
 @pytest.mark.parametrize(
@@ -123,11 +123,11 @@ def test_a_forked_child_makes_other_etags_than_its_parent() -> None:
 )
 def test_the_cached_encoder_writes_what_json_writes(doc: dict[str, Any]) -> None:
     plain = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    assert _store.dumps(doc) == plain.encode()
+    assert _document.dumps(doc) == plain.encode()
 
 
 def test_the_encoder_refuses_nan_and_objects() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
-        _store.dumps({"x": float("nan")})
+        _document.dumps({"x": float("nan")})
     with pytest.raises(TypeError, match="not JSON serializable"):
-        _store.dumps({"x": object()})
+        _document.dumps({"x": object()})

@@ -1,7 +1,7 @@
 """What the Cosmos DB stores send and read: item bodies, their size, partial updates,
 and the projected listing query. Pure logic, shared by the sync and async stores.
 
-An item is the checkpoint document (``_store.to_document``) plus ``id`` (the run id,
+An item is the checkpoint document (``_document.to_document``) plus ``id`` (the run id,
 also the partition key), ``ttl`` once a run completes (with ``finished_ttl``),
 ``nonce`` (random per save: a save whose answer was lost recognises its own write by
 it) and ``size``: the bytes of the body as sent, measured with the serialisation the
@@ -33,9 +33,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._document import SCHEMA, to_document
 from ._errors import StateTooLargeError
 from ._state import MAX_SAFE_INT, delta_since
-from ._store import SCHEMA, STATUSES, Checkpoint, RunInfo, check_filters, to_document
+from ._store import STATUSES, Checkpoint, RunInfo, check_filters
 
 MAX_ITEM_BYTES = 2 * 1024 * 1024
 """Cosmos DB's item limit, system properties (_rid, _etag, _ts, ...) included."""

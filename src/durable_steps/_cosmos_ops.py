@@ -42,8 +42,9 @@ from ._cosmos_sdk import (
     unseen,
     write_error,
 )
+from ._document import from_document
 from ._observe import wrote
-from ._store import Checkpoint, check_run_id, delete_conflict, from_document
+from ._store import Checkpoint, check_run_id, delete_conflict
 
 log = logging.getLogger("durable_steps")
 T = TypeVar("T")

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from . import _filelist, _platform
 from . import _journal as journal
 from . import _tail as tail
+from ._document import dumps, from_document, to_document
 from ._errors import StoreError
 from ._etags import new_etag
 from ._fileio import (
@@ -67,10 +68,7 @@ from ._store import (
     check_run_id,
     conflict,
     delete_conflict,
-    dumps,
     evolve,
-    from_document,
-    to_document,
 )
 
 _STRIPES = 256

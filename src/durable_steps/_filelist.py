@@ -25,19 +25,11 @@ from typing import TYPE_CHECKING
 from . import _journal as journal
 from . import _platform
 from . import _tail as tail
+from ._document import from_document, info_of, info_of_meta, loads
 from ._errors import DurableError
 from ._fileio import os_error, read_file
 from ._platform import BINARY
-from ._store import (
-    Checkpoint,
-    RunInfo,
-    corrupt_error,
-    from_document,
-    info_of,
-    info_of_meta,
-    loads,
-    matches,
-)
+from ._store import Checkpoint, RunInfo, corrupt_error, matches
 
 if TYPE_CHECKING:
     from ._file import FileStore

@@ -154,7 +154,8 @@ class Handles:
             kept = self._touch(stripe)
             if kept.lock_fd is None:
                 path = self._paths[stripe]
-                kept.lock_fd = open_existing(path, os.O_RDWR) or create_private(path)
+                fd = open_existing(path, os.O_RDWR)  # fd 0 is a valid descriptor
+                kept.lock_fd = create_private(path) if fd is None else fd
             platform = _platform.current
             if wait:
                 platform.lock(kept.lock_fd)

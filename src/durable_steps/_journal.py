@@ -87,9 +87,10 @@ import zlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ._document import dumps, loads
 from ._errors import StateTooLargeError
 from ._state import Delta, note_lengths, noted_length
-from ._store import corrupt_error, dumps, loads
+from ._store import corrupt_error
 
 RS = b"\x1e"
 HEAD = 24
@@ -176,7 +177,7 @@ def frame(m: bytes, b: bytes, etag: str) -> bytes:
 
 
 def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """The record's meta: the document (``_store.to_document``) but its bulky parts,
+    """The record's meta: the document (``_document.to_document``) but its bulky parts,
     and but the optional fields that are null (a reader takes a missing one for null;
     every byte of a record is written and synced once per save)."""
     meta = doc.copy()
@@ -335,7 +336,7 @@ def scan(data: bytes, run_id: str, where: str) -> list[Record]:
 
 
 def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[Record]]:
-    """The document the records add up to (``_store.from_document`` checks it), and them."""
+    """The document the records add up to (``_document.from_document`` checks it), and them."""
     records = scan(data, run_id, where)
     doc: dict[str, Any] = {}
     state: Any = None
@@ -371,7 +372,7 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
 
 
 def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[Record] | None]:
-    """A run file's document (for ``_store.from_document``), its etag, and its records
+    """A run file's document (for ``_document.from_document``), its etag, and its records
     (None for an earlier version's whole document)."""
     if not is_journal(data):
         doc = loads(data, run_id, where)

@@ -57,7 +57,8 @@ def owner_gone(owner: str) -> bool:
     if len(parts) != 6 or parts[0] != PREFIX:
         return False
     _, host, boot, pid_text, started, _ = parts
-    if (host, boot) != _here() or "?" in boot or not pid_text.isdigit() or started == "?":
+    here, my_boot = _here()
+    if host != here or not _same_boot(boot, my_boot) or not pid_text.isdigit() or started == "?":
         return False
     now = _started(int(pid_text))
     return now is None or now not in ("?", started)
@@ -70,6 +71,24 @@ def lease_holder(cp: Any, me: str, now: float) -> str | None:
     if owner is None or owner == me or expires is None or expires <= now:
         return None
     return None if owner_gone(owner) else owner
+
+
+def _same_boot(theirs: str, mine: str) -> bool:
+    """Whether two boot ids name this boot. Linux's are exact. psutil's boot time is
+    recomputed in each process as now minus uptime (psutil #1007), so two processes of
+    one boot may see it a second apart; two boots are never that close, and the pid and
+    start time still tell processes apart."""
+    if "?" in theirs or "?" in mine:
+        return False
+    if theirs == mine:
+        return True
+    if theirs[:1] == mine[:1] == "t" and theirs[1:].isdigit() and mine[1:].isdigit():
+        return abs(int(theirs[1:]) - int(mine[1:])) <= _BOOT_WOBBLE
+    return False
+
+
+_BOOT_WOBBLE = 2
+"""Seconds two processes of one boot may disagree on psutil's boot time."""
 
 
 @functools.cache

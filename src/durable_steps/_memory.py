@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from itertools import islice
 
+from ._document import decode, dumps, info_of, to_document
 from ._errors import CorruptCheckpointError
 from ._observe import wrote
 from ._store import (
@@ -16,12 +17,8 @@ from ._store import (
     check_filters,
     check_run_id,
     conflict,
-    decode,
     delete_conflict,
-    dumps,
-    info_of,
     matches,
-    to_document,
 )
 
 

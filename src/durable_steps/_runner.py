@@ -400,7 +400,9 @@ def _error(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
         name = f"{kind.__module__}.{name}"
     return {
         "type": name,
-        "message": str(exc)[:2000],
+        # Lone surrogates (a file name decoded with surrogateescape) cannot be stored as
+        # JSON text: escape them, so that the failure is recorded all the same.
+        "message": str(exc)[:2000].encode("utf-8", "backslashreplace").decode(),
         "step": i,
         "attempt": attempt,
         "at": time.time(),
