@@ -7,7 +7,7 @@ completed), then listed in a fresh process, twice:
 - ``new``: ``store.list_runs()``, iterated (not collected, as a caller streams it);
 - ``old``: the full scan that listing used to be, written out here as the baseline:
   FileStore -- read every file under the store's directory and parse the JSON in it
-  (a whole file, or line by line where a file holds several records); Cosmos DB --
+  (a whole file of the old layout; every record of a journal); Cosmos DB --
   ``SELECT * FROM c`` into a list, through the SDK.
 
 Per listing: wall time; peak memory, as the growth of the process's peak RSS
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import durable_steps as ds
+from durable_steps import _journal as journal
 
 from .common import KB, Table, io_counters, median, ms, peak_growth, serve, size, text, worker
 
@@ -71,19 +72,19 @@ def measure_file(how: str, path: str) -> dict[str, Any]:
 
 
 def full_scan_file(path: Path) -> int:
-    """The old listing's work on one file: read it all, parse all of its JSON; 1 if
-    the file held a run."""
+    """The old listing's work on one file: read it all, parse all of its JSON (one
+    document in a file of the old layout; each record's meta and body in a journal,
+    via the store's own replay); 1 if the file held a run."""
     data = path.read_bytes()
+    if journal.is_journal(data[:1]):
+        try:
+            return int(bool(journal.replay(data, path.stem, str(path))[1]))
+        except ds.CorruptCheckpointError:
+            return 0
     try:
         return int(isinstance(json.loads(data), dict))
     except ValueError:
-        docs = []
-        for line in data.splitlines():
-            try:
-                docs.append(json.loads(line))
-            except ValueError:
-                continue
-        return int(bool(docs))
+        return 0
 
 
 def measure_cosmos(how: str, endpoint: str, container: str) -> dict[str, Any]:
