@@ -115,14 +115,13 @@ def trivial(table: Table, base: Path, quick: bool) -> None:
         sized = Metered(inner, io_counters)
         ds.run(f"t-{secrets.token_hex(4)}", steps, sized)
         record = b"x" * int(median([c.delta["wchar"] for c in sized.calls if c.name == "save"]))
-        appender = BareAppend(floor_dir / "bare", record)
-        for _ in range(5 if quick else 25):
-            costs, total = timed_run(clock, steps, inner)
-            per_step.append(median(costs))
-            fixed.append(total - sum(costs))
-            floor.append(append_floor(floor_dir, record, TRIVIAL_STEPS))
-            bare.append(median(timed_run(clock, steps, appender)[0]))
-        appender.close()
+        with BareAppend(floor_dir / "bare", record) as appender:
+            for _ in range(5 if quick else 25):
+                costs, total = timed_run(clock, steps, inner)
+                per_step.append(median(costs))
+                fixed.append(total - sum(costs))
+                floor.append(append_floor(floor_dir, record, TRIVIAL_STEPS))
+                bare.append(median(timed_run(clock, steps, appender)[0]))
     step, floor_1kb = median(per_step), median(floor)
     table.judge(
         "2",
@@ -177,3 +176,4 @@ class BareAppend(ds.MemoryStore):
 
     def close(self) -> None:
         os.close(self._fd)
+        super().close()

@@ -20,11 +20,8 @@ import durable_steps as ds
 SCRIPT = str(Path(sys.executable).with_name("durable-steps"))
 CLEAN = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS_", "DURABLE_"))}
 """The test's environment without any store configuration of the developer's (its
-PYTHONPATH made absolute, so that a command run elsewhere imports the same code)."""
-if CLEAN.get("PYTHONPATH"):
-    CLEAN["PYTHONPATH"] = os.pathsep.join(
-        str(Path(p).absolute()) for p in CLEAN["PYTHONPATH"].split(os.pathsep) if p
-    )
+PYTHONPATH made absolute by conftest, so that a command run elsewhere imports the same
+code)."""
 
 
 @dataclass

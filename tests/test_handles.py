@@ -214,19 +214,26 @@ def test_a_forked_child_does_not_share_its_parents_locks(store: ds.FileStore) ->
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
         pid = os.fork()
     if pid == 0:  # the child
+        status = 1
         try:
             with store._lock(target) as stripe:
                 os.write(held[1], b"1" if stripe is not None else b"0")
                 os.read(release[0], 1)
+            status = 0
         finally:
-            os._exit(0)
+            os._exit(status)
+    os.close(held[1])  # a child that dies early ends the parent's read (EOF), not hangs it
+    os.close(release[0])
     try:
         assert os.read(held[0], 1) == b"1"
         with store._lock(target, wait=False) as stripe:
             assert stripe is None  # busy: the child holds it
     finally:
         os.write(release[1], b"x")
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+        os.close(held[0])
+        os.close(release[1])
+    assert os.waitstatus_to_exitcode(status) == 0
     with store._lock(target, wait=False) as stripe:
         assert stripe is not None
     cp = advance(store, cp, b=2)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,16 +23,7 @@ CHILD = str(Path(__file__).with_name("lease_child.py"))
 sys.path.insert(0, str(Path(__file__).parent))
 import lease_child  # noqa: E402  (the workflows the children run, for recover() here)
 
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
-    """Poll ``condition`` until it is true; the timeout is a bound for a hung test, not a
-    measurement (a loaded machine only makes this slower, never wrong)."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-    return value
+from .waiting import wait_until  # noqa: E402
 
 
 @dataclass

@@ -19,7 +19,7 @@ import durable_steps as ds
 from durable_steps import Retry, Step, Workflow, _ops
 
 from .conftest import Backend
-from .test_leases import wait_until
+from .waiting import wait_until
 
 
 @dataclass

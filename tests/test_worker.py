@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -16,10 +14,9 @@ import pytest
 
 import durable_steps as ds
 
-from .test_leases import wait_until
+from .clitools import CLEAN, SCRIPT
+from .waiting import wait_until
 
-SCRIPT = str(Path(sys.executable).with_name("durable-steps"))
-SOURCES = str(Path(ds.__file__).parents[1])
 FLOWS = textwrap.dedent(
     """
     import os, time
@@ -70,12 +67,11 @@ def _no_worker_outlives_its_test() -> Iterator[None]:
 def worker(env: dict[str, str], cwd: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
     """The worker in a process of its own; its stderr also goes to cwd/worker.err. It runs
     in ``cwd`` and imports the durable_steps under test (not whatever a relative
-    PYTHONPATH or the shared editable install would give there)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS_", "DURABLE_"))}
+    PYTHONPATH or the shared editable install would give there: ``CLEAN``'s is absolute)."""
     with (cwd / "worker.err").open("w") as errors:
         proc = subprocess.Popen(
             [SCRIPT, "worker", *args],
-            env={**clean, **env, **extra, "PYTHONPATH": SOURCES},
+            env={**CLEAN, **env, **extra},
             cwd=cwd,
             text=True,
             stdout=subprocess.PIPE,
