@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import durable_steps as ds
-from durable_steps import _journal as journal
+from durable_steps.stores.file import journal
 
 from .common import KB, Table, io_counters, median, ms, peak_growth, serve, size, text, worker
 

@@ -6,10 +6,12 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from ._aio import AsyncFileStore, AsyncMemoryStore
-from ._config import async_store_from_env, store_from_env
-from ._drive import run, run_async
-from ._errors import (
+from .runner.drivers import run, run_async
+from .runner.retry import Retry
+from .runner.signals import send_signal, send_signal_async, wait_for_signal
+from .runner.step import Step, StepContext, current_step
+from .runner.workflow import Workflow
+from .seam.errors import (
     ConfigurationError,
     ConflictError,
     CorruptCheckpointError,
@@ -25,16 +27,15 @@ from ._errors import (
     StepMismatchError,
     StoreError,
 )
-from ._file import FileStore
-from ._memory import MemoryStore
-from ._recovery import Recovered, Workflow, recover, recover_async
-from ._retry import Retry
-from ._signals import send_signal, send_signal_async, wait_for_signal
-from ._step import Step, StepContext, current_step
-from ._store import AsyncStore, Checkpoint, RunInfo, Store
+from .seam.store import AsyncStore, Checkpoint, RunInfo, Store
+from .stores.config import async_store_from_env, store_from_env
+from .stores.file.async_store import AsyncFileStore
+from .stores.file.store import FileStore
+from .stores.memory import AsyncMemoryStore, MemoryStore
+from .workers.recovery import Recovered, recover, recover_async
 
 if TYPE_CHECKING:
-    from ._cosmos import AsyncCosmosStore, CosmosStore
+    from .stores.cosmos.store import AsyncCosmosStore, CosmosStore
 
 logging.getLogger("durable_steps").addHandler(logging.NullHandler())
 
@@ -92,7 +93,7 @@ def __getattr__(name: str) -> Any:
     # the [cosmos] extra they are stand-ins whose use raises MissingExtraError (an
     # ImportError with the pip command), so `import *` and hasattr() still work.
     if name in ("CosmosStore", "AsyncCosmosStore"):
-        from ._config import cosmos_class
+        from .stores.config import cosmos_class
 
         value = globals()[name] = cosmos_class(name)
         return value

@@ -1,0 +1,202 @@
+"""``durable-steps runs signal``, ``runs delete`` and ``runs prune``: the commands that
+change the runs of the configured store.
+
+A deletion never removes more than the operator saw. ``runs delete`` deletes the
+run with the etag it showed in its question, and ``runs prune`` asks the store
+only for what it may delete (completed runs unless ``--all``, last updated before
+the cutoff) and deletes each run with the etag it was listed with: a run resumed
+or saved meanwhile is kept and reported, never deleted. With ``--yes`` (or
+``--dry-run``) prune streams; without, it lists first, asks, then deletes exactly
+what it listed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from ..runner.signals import send_signal
+from ..seam.errors import ConflictError, CorruptCheckpointError
+from ..seam.store import Checkpoint, RunInfo
+from ..stores.config import store_for
+from .common import Progress, age, note, say, when
+from .runs import STYLE, load, status_of
+
+
+@click.command("delete")
+@click.argument("run_id")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def runs_delete(run_id: str, yes: bool) -> None:
+    """Delete one run's checkpoint; run again, the run starts over. Asks first unless
+    --yes. The run is deleted as it was read: if a worker saved it meanwhile,
+    nothing is deleted. An unreadable checkpoint can be deleted too.
+
+    Example: durable-steps runs delete ticket-4711 --yes
+    """
+    with store_for("env") as store:
+        etag: str | None = None
+        try:
+            cp = load(store, run_id)
+            what, etag = f"{cp.status}, {len(cp.steps)} completed step(s)", cp.etag
+        except CorruptCheckpointError:
+            what = "its checkpoint is unreadable"  # deleting it is how to start over
+        if not yes:
+            click.confirm(f"delete run {run_id!r} ({what}) from {store!r}?", abort=True, err=True)
+        deleted = _delete(store, run_id, etag)
+    note(f"deleted run {run_id!r}" if deleted else f"run {run_id!r} was already gone")
+
+
+def _payload(data: str | None, data_file: str | None) -> Any:
+    if data is not None and data_file is not None:
+        raise click.UsageError("give the payload once: --data JSON or --data-file PATH")
+    if data_file is not None:
+        hint = "'--data-file'"
+        try:
+            if data_file == "-":
+                text = sys.stdin.read()
+            else:
+                with open(data_file, encoding="utf-8") as f:
+                    text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {data_file!r}: {exc}", param_hint=hint) from None
+    elif data is not None:
+        text, hint = data, "'--data'"
+    else:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"not JSON ({exc}); give a JSON value, e.g. '{{\"ok\": true}}' (quoted for the shell)",
+            param_hint=hint,
+        ) from None
+
+
+@click.command("signal")
+@click.argument("run_id")
+@click.argument("name")
+@click.option("--data", metavar="JSON", help="The payload, a JSON value (default: null).")
+@click.option(
+    "--data-file",
+    metavar="PATH",
+    help="Read the payload from a JSON file ('-': standard input).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the run's new status as JSON.")
+def runs_signal(
+    run_id: str, name: str, data: str | None, data_file: str | None, as_json: bool
+) -> None:
+    """Deliver signal NAME, with an optional JSON payload, to a run whose step waits
+    for it (wait_for_signal(NAME)). The run then resumes at its next run, or with
+    recover or a worker. A signal is delivered once: a second one of the same name
+    is refused. Example:
+
+    \b
+      durable-steps runs signal refund-A-7 approval --data '{"ok": true, "by": "ann"}'
+    """
+    payload = _payload(data, data_file)
+    with store_for("env") as store:
+        cp = send_signal(store, run_id, name, payload)
+    if as_json:
+        keys = ("run_id", "status", "waiting_for", "owner", "lease_expires", "etag")
+        click.echo(json.dumps({"signal": name, **{k: getattr(cp, k) for k in keys}}))
+        return
+    say(f"signal {name} delivered to run {run_id}: {_after_signal(cp)}")
+
+
+def _after_signal(cp: Checkpoint) -> str:
+    if cp.status == "waiting":
+        return f"it still waits for signal {cp.waiting_for}; this one is kept until asked for"
+    if cp.status == "completed":
+        return "it had completed; the signal is kept, nothing resumes"
+    if cp.status == "failed":
+        return "it has failed; the signal is kept for when it is run again"
+    if cp.owner is not None and (cp.lease_expires or 0) > time.time():
+        return "it is running; its step gets the signal when it asks for it"
+    return "it resumes at its next run (or with recover, or a worker)"
+
+
+@click.command("prune")
+@click.option(
+    "--older-than",
+    "older",
+    required=True,
+    metavar="AGE",
+    help="Delete runs last updated more than AGE ago: 30m, 12h, 7d, 2w.",
+)
+@click.option(
+    "--all",
+    "any_status",
+    is_flag=True,
+    help="Runs of any status (running, waiting, failed too); default: completed runs only.",
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask; delete as the runs are listed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run ids as JSON.")
+def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Retention: delete the runs last updated more than AGE ago (completed runs only,
+    unless --all).
+
+    The store lists only those runs, and each is deleted only if it is unchanged
+    since it was listed: a run resumed meanwhile is kept and reported. Without
+    --yes the runs are listed first and you are asked. Examples:
+
+    \b
+      durable-steps runs prune --older-than 30d --dry-run
+      durable-steps runs prune --older-than 7d --yes     # nightly, e.g. from cron
+    """
+    cutoff = time.time() - age(older)
+    which = "run(s)" if any_status else "completed run(s)"
+    done: dict[str, list[str]] = {"matched": [], "deleted": [], "kept": [], "gone": []}
+    with store_for("env") as store:
+        listed: Iterable[RunInfo] = store.list_runs(
+            status=None if any_status else "completed", updated_before=cutoff
+        )
+        if not (yes or dry_run):
+            listed = [i for i in listed if i.error is None]  # the operator confirms these
+            if listed:
+                click.confirm(
+                    f"delete {len(listed)} {which} last updated before {when(cutoff)} "
+                    f"from {store!r}?",
+                    abort=True,
+                    err=True,
+                )
+        with Progress("listing" if dry_run else "deleting") as progress:
+            for info in listed:
+                if info.error is None:  # (an unreadable run never matches these filters)
+                    _prune_one(store, info, dry_run, as_json, done)
+                    progress.advance()
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run, **done}, indent=2))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    count = len(done["matched" if dry_run else "deleted"])
+    kept = f"; kept {len(done['kept'])} that changed since listed" if done["kept"] else ""
+    note(f"{verb} {count:,} {which} last updated before {when(cutoff)} (older than {older}){kept}")
+
+
+def _prune_one(
+    store: Any, info: RunInfo, dry_run: bool, as_json: bool, done: dict[str, list[str]]
+) -> None:
+    done["matched"].append(info.run_id)
+    if dry_run:
+        if not as_json:
+            status = status_of(info)
+            say(info.run_id, "  ", (status, STYLE[status]), f"  updated {when(info.updated_at)}")
+        return
+    try:
+        gone = not _delete(store, info.run_id, info.etag)
+    except ConflictError:
+        done["kept"].append(info.run_id)
+        note(f"kept run {info.run_id}: it changed since it was listed (resumed or saved)")
+        return
+    done["gone" if gone else "deleted"].append(info.run_id)
+
+
+def _delete(store: Any, run_id: str, etag: str | None) -> bool:
+    """Delete the run only as it was read (``etag``); ConflictError if it changed since."""
+    return bool(store.delete(run_id, etag=etag))

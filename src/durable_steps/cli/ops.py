@@ -1,0 +1,280 @@
+"""``durable-steps doctor``, ``migrate`` and ``worker``: checking a store, copying
+runs between stores, and recovering runs in a loop.
+
+``migrate`` streams the source's listing and copies one run at a time. A run it
+cannot copy (unreadable in the source, too large or not valid for the target) is
+recorded and skipped; a failure of a store itself (unreachable, refused, missing
+container) stops the copy, since every later run would fail the same way. Either
+way the report lists what was copied, what was already there, the conflicts and
+the failures, and the exit status is 1 if anything was not copied. Running it
+again continues: runs already in the target are found identical and left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from ..seam.errors import (
+    ConfigurationError,
+    ConflictError,
+    CorruptCheckpointError,
+    DurableError,
+    StoreError,
+)
+from ..seam.store import Checkpoint, RunInfo
+from ..stores.config import describe, store_for
+from .common import Progress, first_line, note, say
+
+# -- doctor -----------------------------------------------------------------------------
+
+
+@click.command()
+def doctor() -> None:
+    """Check the configured store: configuration, reachability, write, read back, delete.
+
+    Each failure says what to fix. For an emulator, COSMOS_CREATE_IF_MISSING=true
+    creates the database and container first. Example:
+
+    \b
+      DURABLE_STORE=cosmos COSMOS_ENDPOINT=http://localhost:8081/ \\
+        COSMOS_KEY=<the emulator's key> COSMOS_CREATE_IF_MISSING=true durable-steps doctor
+    """
+    ok = True
+
+    def check(label: str, fn: Any) -> Any:
+        nonlocal ok
+        try:
+            value = fn()
+        except Exception as exc:
+            ok = False
+            say(("✗ ", "red"), f"{label}: {first_line(exc)}")
+            return None
+        say(("✓ ", "green"), label + (f": {value}" if isinstance(value, str) else ""))
+        return value if value is not None else True
+
+    config = check("configuration", lambda: ", ".join(f"{k}={v}" for k, v in describe().items()))
+    store = check("open the store", lambda: store_for("env")) if config else None
+    if store is not None:
+        with store:
+            probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
+            saved = check(
+                "write a probe checkpoint",
+                lambda: (
+                    store.save(Checkpoint(probe, 0, {"probe": True}, steps=("probe",))) and None
+                ),
+            )
+            if saved:
+                check("read it back", lambda: _probe_matches(store.load(probe)))
+                check("delete it", lambda: _probe_deleted(store.delete(probe)))
+    if not ok:
+        raise SystemExit(1)
+    say(("the store is ready", "bold green"))
+
+
+def _probe_matches(cp: Checkpoint | None) -> None:
+    if cp is None or cp.state != {"probe": True}:
+        raise DurableError(f"read back {cp!r} instead of the probe")
+
+
+def _probe_deleted(deleted: bool) -> None:
+    if not deleted:
+        raise DurableError("the probe was already gone")
+
+
+# -- migrate ----------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="STORE",
+    help="Where to copy: file:PATH, cosmos (COSMOS_* variables) or env.",
+)
+@click.option(
+    "--from",
+    "source",
+    default="env",
+    show_default=True,
+    metavar="STORE",
+    help="Where to copy from: env (the configured store), file:PATH or cosmos.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def migrate(target: str, source: str, as_json: bool) -> None:
+    """Copy every run to another store, checkpoints intact (steps, state, attempt, age).
+
+    A run that already exists in the target is left alone and reported; nothing
+    is overwritten. A run that cannot be copied (unreadable, too large for Cosmos
+    DB) is reported and skipped; the exit status is then 1. Example, laptop files
+    to Cosmos DB:
+
+    \b
+      COSMOS_ENDPOINT=https://ACCOUNT.documents.azure.com:443/ \\
+        durable-steps migrate --from file:.durable --to cosmos
+    """
+    result: dict[str, Any] = {
+        "copied": [],
+        "identical": [],
+        "conflicts": [],
+        "failed": [],
+        "stopped": None,
+    }
+    with store_for(source) as src, store_for(target) as dst, Progress("copying") as progress:
+        where = f"from {src!r} to {dst!r}"
+        current = None  # the run being copied, if a store fails during its copy
+        try:
+            for info in src.list_runs():
+                current = info.run_id
+                try:
+                    outcome = _copy(src, dst, info)
+                except (StoreError, ConfigurationError):
+                    raise  # the store itself fails: every later run would too
+                except DurableError as exc:
+                    result["failed"].append(_failure(info.run_id, exc))
+                    if not as_json:
+                        note(("failed ", "red"), f"{info.run_id}: {_why(exc)}")
+                else:
+                    if outcome is not None:
+                        result[outcome].append(info.run_id)
+                current = None
+                progress.advance()
+        except (StoreError, ConfigurationError) as exc:
+            result["stopped"] = _failure(current, exc)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _report(result, where)
+    if result["conflicts"] or result["failed"] or result["stopped"]:
+        raise SystemExit(1)
+
+
+def _copy(src: Any, dst: Any, info: RunInfo) -> str | None:
+    if info.error is not None:
+        raise CorruptCheckpointError(info.error, run_id=info.run_id)
+    cp = src.load(info.run_id)
+    if cp is None:
+        return None  # deleted while we copied
+    try:
+        dst.save(replace(cp, etag=None))
+    except ConflictError:
+        there = dst.load(cp.run_id)
+        return "identical" if there is not None and _same(there, cp) else "conflicts"
+    return "copied"
+
+
+def _same(a: Checkpoint, b: Checkpoint) -> bool:
+    def key(cp: Checkpoint) -> tuple[Any, ...]:
+        return cp.state, cp.steps, cp.status, cp.workflow, dict(cp.signals)
+
+    return key(a) == key(b)
+
+
+def _failure(run_id: str | None, exc: DurableError) -> dict[str, Any]:
+    return {"run_id": run_id, "error": type(exc).__name__, "message": first_line(exc)}
+
+
+def _why(exc: DurableError) -> str:
+    return f"{type(exc).__name__}: {first_line(exc)}"
+
+
+def _report(result: dict[str, Any], where: str) -> None:
+    copied, there = len(result["copied"]), len(result["identical"])
+    note(f"copied {copied:,} run(s) {where}; {there:,} already there")
+    if result["conflicts"]:
+        shown = ", ".join(result["conflicts"][:10])
+        more = f" and {len(result['conflicts']) - 10} more" if len(result["conflicts"]) > 10 else ""
+        note(
+            (f"{len(result['conflicts'])} conflict(s)", "red"),
+            f", left alone (the target holds a different checkpoint): {shown}{more}",
+        )
+    if result["failed"]:
+        note((f"{len(result['failed'])} failed", "red"), " (listed above): not copied")
+    if stopped := result["stopped"]:
+        at = f" at run {stopped['run_id']}" if stopped["run_id"] else ""
+        note(
+            ("stopped", "red"),
+            f"{at}: {stopped['error']}: {stopped['message']}. Fix it and run migrate again: "
+            "runs already copied are found identical and left alone",
+        )
+
+
+# -- worker -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:ATTR")
+@click.option("--once", is_flag=True, help="One pass over the runs to recover, then exit.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=4,
+    show_default=True,
+    help="Runs resumed at the same time (each in its own thread).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds between looks for runs to recover.",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(1),
+    default=60.0,
+    show_default=True,
+    help="Seconds a run stays leased to this worker without a save or a heartbeat.",
+)
+@click.option("--owner", help="A stable id for this worker (default: unique per run).")
+def worker(
+    target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
+) -> None:
+    """Resume the unfinished runs of MODULE:ATTR (a Workflow or a list of them) whose
+    worker died, in a loop, until SIGTERM or SIGINT.
+
+    Each pass lists the running runs of those workflows whose lease is free, resumes
+    them (at most --concurrency at a time) and prints a line per run. On SIGTERM or
+    SIGINT no new run starts; running runs stop at their next step boundary and
+    release their leases; then it exits 0. Runs waiting for a signal or failed are
+    left alone. Example:
+
+    \b
+      durable-steps worker myapp.flows:WORKFLOWS --concurrency 8
+    """
+    from ..workers.loop import load_workflows, on_signals, serve
+
+    workflows = load_workflows(target)
+    stop = threading.Event()
+    on_signals(stop, note)
+    with store_for("env") as store:
+        names = ", ".join(w.name for w in workflows)
+        note(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
+        serve(
+            store,
+            workflows,
+            once=once,
+            concurrency=concurrency,
+            interval=interval,
+            lease=lease,
+            owner=owner,
+            echo=_worker_line,
+            stop=stop,
+        )
+
+
+def _worker_line(what: Any) -> None:
+    if isinstance(what, str):
+        say(what)
+        return
+    line = f"run {what.run_id} ({what.workflow}): {what.outcome}"
+    if what.error is not None:
+        kind, message = type(what.error).__name__, first_line(what.error)
+        line += f": {kind}" if message == kind else f": {kind}: {message}"
+    say(line)

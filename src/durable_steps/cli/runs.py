@@ -1,0 +1,263 @@
+"""``durable-steps runs ...``: the group, and ``runs list`` and ``runs show``, which
+read the runs of the configured store (``change`` has the commands that change
+them: signal, delete, prune).
+
+Listing streams. ``runs list`` hands its filters (status, workflow, limit) to the
+store, which applies them without reading any run's state, and prints the rows a
+page at a time (``PAGE`` rows; the columns are sized by the first page, and a
+longer value later pushes its line out rather than re-aligning what was printed):
+a store of 100,000 runs holds one page in memory, never one table of all of them,
+and ``--json`` writes its array item by item. An unreadable checkpoint is a row
+marked ``unreadable``; its details follow the table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from itertools import islice
+from typing import Any
+
+import click
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+
+from ..seam.errors import RunNotFoundError
+from ..seam.store import STATUSES, Checkpoint, RunInfo, check_run_id
+from ..stores.config import store_for
+from .common import out, owner, say, size, when
+
+PAGE = 100
+DETAILS = 20
+"""Unreadable runs detailed below a table (``--json`` has every one)."""
+STYLE = {
+    "running": "cyan",
+    "waiting": "yellow",
+    "failed": "red",
+    "completed": "green",
+    "unreadable": "bold red",
+}
+COLUMNS = (  # header, widest a column gets from the first page (a longer value overflows)
+    ("run id", 60),
+    ("status", 10),
+    ("workflow", 24),
+    ("last step", 32),
+    ("attempt", 7),
+    ("waits for / lease", 48),
+    ("size", 10),
+    ("updated", 20),
+)
+RIGHT = {"attempt", "size"}
+
+
+@click.group()
+def runs() -> None:
+    """See, signal, delete and expire the runs in the configured store."""
+
+
+def status_of(info: RunInfo) -> str:
+    if info.error is not None:
+        return "unreadable"
+    return info.status or ("completed" if info.done else "running")
+
+
+def _holding(
+    status: str, waits: str | None, holder: str | None, expires: float | None, now: float
+) -> str:
+    """What holds a run up: the signal it waits for, or the worker that leases it."""
+    if status == "waiting" and waits:
+        return f"signal {waits}"
+    if holder is None or expires is None:
+        return "-"
+    if expires <= now:
+        return f"lease expired ({owner(holder)})"
+    return f"leased by {owner(holder)} until {when(expires)[11:]}"
+
+
+def _cells(i: RunInfo, now: float) -> list[Text]:
+    status = status_of(i)
+    if i.error is not None:
+        cells = ["-"] * 4
+    else:
+        cells = [
+            i.workflow or "-",
+            f"{i.step} {i.step_name}" if i.step_name else "- (none yet)",
+            str(i.attempt),
+            _holding(status, i.waiting_for, i.owner, i.lease_expires, now),
+        ]
+    return [
+        Text(i.run_id),
+        Text(status, STYLE[status]),
+        *(Text(c) for c in cells),
+        Text(size(i.size)),
+        Text(when(i.updated_at)),
+    ]
+
+
+def _table(infos: Iterator[RunInfo], heading: str) -> tuple[int, list[RunInfo], int]:
+    """Print the runs a page at a time; returns how many, and the unreadable ones."""
+    now, shown, bad = time.time(), 0, 0
+    unreadable: list[RunInfo] = []
+    widths: list[int] = []
+    while page := list(islice(infos, PAGE)):
+        rows = [_cells(i, now) for i in page]
+        if not widths:
+            say(heading)
+            widths = [
+                min(cap, max(len(name), *(row[c].cell_len for row in rows)))
+                for c, (name, cap) in enumerate(COLUMNS)
+            ]
+            _row([Text(name, "bold") for name, _ in COLUMNS], widths)
+        for row in rows:
+            _row(row, widths)
+        shown += len(page)
+        for i in page:
+            if i.error is not None:
+                bad += 1
+                if len(unreadable) < DETAILS:
+                    unreadable.append(i)
+    return shown, unreadable, bad
+
+
+def _row(cells: list[Text], widths: list[int]) -> None:
+    """One line of the table: cells padded to the column widths, two spaces apart. (Not
+    a rich Table: a line costs a tenth as much, and pages line up with each other.)"""
+    line = Text()
+    for (name, _), cell, width in zip(COLUMNS, cells, widths, strict=True):
+        pad = " " * max(0, width - cell.cell_len)
+        line.append("  " if line else "")
+        line.append_text(Text(pad) + cell if name in RIGHT else cell + pad)
+    line.rstrip()
+    out.print(line, soft_wrap=True)
+
+
+def _json_array(items: Iterable[dict[str, Any]]) -> None:
+    """One JSON array on stdout, written item by item as they come."""
+    opening = "["
+    for item in items:
+        click.echo(f"{opening}\n  {json.dumps(item)}", nl=False)
+        opening = ","
+    click.echo("[]" if opening == "[" else "\n]")
+
+
+def _filters(status: str | None, workflow: str | None) -> str:
+    parts = [f"status {status}"] * bool(status) + [f"workflow {workflow}"] * bool(workflow)
+    return f" with {' and '.join(parts)}" if parts else ""
+
+
+@runs.command("list")
+@click.option("--status", type=click.Choice(STATUSES), help="Only runs with this status.")
+@click.option("--workflow", metavar="NAME", help="Only runs of this workflow.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N runs.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of every field, for scripts.")
+def runs_list(status: str | None, workflow: str | None, limit: int | None, as_json: bool) -> None:
+    """List runs: status, workflow, the signal a waiting run waits for, the worker that
+    leases a running one, attempt, last completed step, size and last update.
+
+    The store applies the filters and reads no run's state. Rows print as the store
+    yields them, a page of 100 at a time, so a store of any size lists in bounded
+    memory (--limit N stops after N). A checkpoint that cannot be read is a row
+    marked unreadable, with its details below the table. Examples:
+
+    \b
+      durable-steps runs list --status waiting
+      durable-steps runs list --workflow refund --limit 20 --json
+    """
+    with store_for("env") as store:
+        infos = store.list_runs(status=status, workflow=workflow, limit=limit)
+        if as_json:
+            _json_array({**asdict(i), "status": status_of(i)} for i in infos)
+            return
+        where = f"{store!r}{_filters(status, workflow)}"
+        shown, unreadable, bad = _table(iter(infos), f"runs in {where}")
+    if not shown:
+        say(f"no runs in {where}")
+        return
+    more = f" (--limit {limit} reached: there may be more)" if shown == limit else ""
+    say(f"{shown:,} run(s){more}" + (f"; {bad} unreadable, details below" if bad else ""))
+    for i in unreadable:
+        say(("unreadable ", "bold red"), i.run_id, ": ", i.error or "")
+    if bad > len(unreadable):
+        say(f"... and {bad - len(unreadable)} more unreadable ('runs list --json' has them all)")
+
+
+def load(store: Any, run_id: str) -> Checkpoint:
+    cp = store.load(check_run_id(run_id))
+    if cp is None:
+        raise RunNotFoundError(
+            f"run {run_id!r} has no checkpoint in {store!r}; "
+            "'durable-steps runs list' shows the runs there",
+            run_id=run_id,
+        )
+    return cp  # type: ignore[no-any-return]
+
+
+def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
+    return {
+        **asdict(cp),
+        "steps": list(cp.steps),
+        "signals": dict(cp.signals),
+        "error": None if cp.error is None else dict(cp.error),
+    }
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The whole checkpoint as JSON.")
+def runs_show(run_id: str, as_json: bool) -> None:
+    """Show one run: status, workflow, lease, attempt, completed steps, the signal it
+    waits for, the signals delivered, the last error, and its state.
+
+    Example: durable-steps runs show ticket-4711
+    """
+    with store_for("env") as store:
+        cp = load(store, run_id)
+    if as_json:
+        click.echo(json.dumps(checkpoint_json(cp), indent=2))
+        return
+    now = time.time()
+    status = f"waiting for signal {cp.waiting_for}" if cp.status == "waiting" else cp.status
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    fields = {
+        "run": Text(cp.run_id),
+        "status": Text(str(status), STYLE[str(cp.status)]),
+        "workflow": Text(cp.workflow or "- (a plain run, not a Workflow)"),
+        "lease": Text(_lease(cp, now)),
+        "updated": Text(when(cp.updated_at)),
+        "etag": Text(cp.etag or "-"),
+    }
+    for key, value in fields.items():
+        grid.add_row(key, value)
+    out.print(grid)
+    say(("completed steps", "bold"))
+    for i, name in enumerate(cp.steps):
+        say("  ", ("✓", "green"), f" {i} ", name)
+    if not cp.done:
+        say(f"  next: step {cp.step + 1}, attempt {cp.attempt}")
+    if cp.error:
+        e = cp.error
+        say(("last error", "bold red"))
+        say(f"  {e.get('type')}: {e.get('message')}")
+        say(f"  in step {e.get('step')}, attempt {e.get('attempt')}, at {when(e.get('at'))}")
+    if cp.signals:
+        say(("signals delivered", "bold"))
+        for name, payload in cp.signals.items():
+            text = json.dumps(payload)
+            if len(text) > 500:
+                text = text[:500] + " ... ('runs show --json' has it whole)"
+            say(f"  {name}: {text}")
+    say(("state", "bold"))
+    out.print(JSON(json.dumps(cp.state)))
+
+
+def _lease(cp: Checkpoint, now: float) -> str:
+    if cp.owner is None or cp.lease_expires is None:
+        return "- (no worker holds it)"
+    if cp.lease_expires <= now:
+        return f"expired at {when(cp.lease_expires)} (was {cp.owner}): a worker may take it over"
+    return f"held by {cp.owner} until {when(cp.lease_expires)}"

@@ -1,0 +1,226 @@
+"""``run`` and ``run_async``: carry out what the runner's program asks, and keep the lease.
+
+A driver executes the program's requests (``requests``: ``Load``, ``Save``, ``Call``,
+``Sleep``) against a store and resumes the program with each result, or throws
+the exception in. Saves go through the run's ``LeaseKeeper`` (``lease_keeper``), which saves
+on top of the run's latest write. While a step runs or a retry pauses, the
+driver's heartbeat renews the lease every ``lease / 3`` seconds -- a thread for
+``run``, a task for ``run_async`` -- taking turns with the saves under one lock.
+A heartbeat that finds another owner marks the lease lost: the step's result is
+not saved, and under ``run_async`` the step is cancelled.
+
+Under ``run_async`` a save is never cut short by a cancellation: it is let
+finish, then the cancellation goes on (the program releases the lease), so
+when ``run_async`` returns or raises, what the store holds is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..seam.store import AsyncStore, Store
+from .heartbeat import Heartbeat
+from .lease_keeper import LeaseKeeper
+from .requests import Call, Load, Request, Save, execute, execute_async
+from .run import RunProgram
+from .step import Step, _current
+from .store_io import AsyncIO, plain
+
+
+def run(
+    run_id: str,
+    steps: Sequence[Step],
+    store: Store,
+    *,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> dict[str, Any]:
+    """Run ``steps`` under ``run_id``, resuming after the last checkpointed step.
+
+    ``lease``: seconds the run is held for this worker without a save or a
+    heartbeat; ``owner``: a stable id for this worker (default: unique per call).
+    """
+    _sync_only(store)
+    return drive(RunProgram(run_id, steps, lease=lease, owner=owner), store)
+
+
+async def run_async(
+    run_id: str,
+    steps: Sequence[Step],
+    store: AsyncStore,
+    *,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> dict[str, Any]:
+    """``run`` for asyncio: steps may be ``async def`` or plain functions."""
+    _async_only(store)
+    return await drive_async(RunProgram(run_id, steps, lease=lease, owner=owner), store)
+
+
+def _sync_only(store: object) -> None:
+    if inspect.iscoroutinefunction(getattr(store, "load", None)):
+        raise TypeError(f"{store!r} is an async store: use run_async() with it")
+
+
+def _async_only(store: object) -> None:
+    if not inspect.iscoroutinefunction(getattr(store, "load", None)):
+        raise TypeError(
+            f"{store!r} is a sync store: use run() with it, or its async twin "
+            "(AsyncFileStore, AsyncCosmosStore, async_store_from_env())"
+        )
+
+
+def drive(r: RunProgram, store: Store) -> dict[str, Any]:
+    driver = SyncDriver(r, store)
+    r.obs.bind(store)
+    try:
+        with r.obs.run():
+            return execute(r.program(), driver.do)
+    finally:
+        driver.close()
+
+
+async def drive_async(r: RunProgram, store: AsyncStore) -> dict[str, Any]:
+    driver = AsyncDriver(r, store)
+    r.obs.bind(store)
+    try:
+        with r.obs.run():
+            state = await execute_async(r.program(), driver.do)
+            if driver.io.cancelled:
+                raise asyncio.CancelledError  # held back while a save finished
+            return state
+    finally:
+        driver.close()
+
+
+def _not_async(op: Call, result: object) -> None:
+    if result is None or type(result) is dict:  # the common cases, before a slow ABC check
+        return
+    if inspect.isawaitable(result):
+        getattr(result, "close", lambda: None)()  # no "never awaited" warning
+        raise TypeError(
+            f"run {op.context.run_id!r}: step {op.context.index} {op.step.name!r} is async; "
+            "run it with run_async()"
+        )
+
+
+# -- the two drivers --------------------------------------------------------------------
+
+
+class SyncDriver:
+    """Blocking I/O, and a heartbeat thread that renews the lease during steps."""
+
+    def __init__(self, r: RunProgram, store: Store) -> None:
+        self.r, self.keep, self.io = r, LeaseKeeper(r), plain(store)
+        self.lock = threading.Lock()
+        self.heart = Heartbeat(self.beat, r.lease / 3)
+
+    def do(self, op: Request) -> Any:
+        if isinstance(op, Load):
+            return self.io(op)
+        if isinstance(op, Save):
+            with self.r.obs.save(op.checkpoint), self.lock:
+                return execute(self.keep.save(op.checkpoint), self.io)
+        self.heart.arm()
+        try:
+            result = self.call(op) if isinstance(op, Call) else self.io(op)
+        finally:
+            self.heart.disarm()
+        if self.keep.lost is not None:
+            raise self.keep.lost
+        return result
+
+    def call(self, op: Call) -> Any:
+        token = _current.set(op.context)
+        try:
+            with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+                result = op.step.fn(op.state)
+        finally:
+            _current.reset(token)
+        _not_async(op, result)
+        return result
+
+    def beat(self) -> None:
+        with self.lock:
+            execute(self.keep.renew(), self.io)
+
+    def close(self) -> None:
+        with self.lock:  # a beat in flight finishes first; none starts after
+            self.keep.closed = True
+        self.heart.disarm()
+
+
+class AsyncDriver:
+    """Awaited I/O, a heartbeat task per step, and saves that finish despite
+    cancellation."""
+
+    def __init__(self, r: RunProgram, store: AsyncStore) -> None:
+        self.r, self.keep, self.io = r, LeaseKeeper(r), AsyncIO(store)
+        self.lock = asyncio.Lock()
+        self.stepping: asyncio.Task[Any] | None = None
+        """The task running a step, while it runs: the one a lost lease cancels."""
+        self.stopped_step = False
+
+    async def do(self, op: Request) -> Any:
+        if isinstance(op, Load):
+            return await self.io(op)
+        if isinstance(op, Save):
+            with self.r.obs.save(op.checkpoint):
+                async with self.lock:
+                    return await execute_async(self.keep.save(op.checkpoint), self.io)
+        if self.io.cancelled:
+            raise asyncio.CancelledError  # held back during a save: raised before the step
+        stop = asyncio.Event()
+        beat = asyncio.create_task(self.beat(stop))
+        self.stepping = asyncio.current_task()
+        try:
+            result = await (self.call(op) if isinstance(op, Call) else self.io(op))
+        except asyncio.CancelledError:
+            if not self.stopped_step:
+                raise
+            result = None  # the lease is lost: raised below
+        finally:
+            self.stepping = None
+            if self.stopped_step:
+                asyncio.current_task().uncancel()  # type: ignore[union-attr] # ours, not the caller's
+            stop.set()
+            await beat
+        if self.keep.lost is not None:
+            raise self.keep.lost
+        return result
+
+    async def call(self, op: Call) -> Any:
+        token = _current.set(op.context)
+        try:
+            with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+                result = op.step.fn(op.state)
+                if inspect.isawaitable(result):
+                    result = await result
+        finally:
+            _current.reset(token)
+        return result
+
+    async def beat(self, stop: asyncio.Event) -> None:
+        while not await _set_within(stop, self.r.lease / 3):
+            async with self.lock:
+                await execute_async(self.keep.renew(), self.io)
+            if self.keep.lost is not None:
+                if self.stepping is not None:  # still in the step: stop it
+                    self.stopped_step = True
+                    self.stepping.cancel()
+                return
+
+    def close(self) -> None:
+        self.keep.closed = True
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True

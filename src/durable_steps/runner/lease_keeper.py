@@ -1,0 +1,119 @@
+"""Keeping a claimed run's lease: its saves and its heartbeat, on top of the latest write.
+
+While a run holds its lease, two writers share it: the run's own saves (a step's
+result, a retry, a release) and its heartbeat, which renews ``lease_expires``
+every ``lease / 3`` seconds while a step runs or a retry pauses. The driver lets
+only one of them save at a time (a lock), and both save on top of ``latest`` --
+the last checkpoint this run wrote -- so each is conditional on the other's last
+write and on nobody else's. One more writer is welcome: ``send_signal`` may add
+a signal while we hold the lease. A save that meets such a delivery reloads,
+takes the signals over, and saves again. Any other change means someone took
+the lease: the run's own save raises ``ConflictError`` (which the runner turns
+into ``LeaseLostError``), and a heartbeat marks the lease ``lost`` so that the
+step's result is not saved (``run_async`` also cancels the step).
+
+Both are programs like the runner's (they yield ``Load`` and ``Save`` and are
+resumed with the result), so ``run`` and ``run_async`` share them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import replace
+from typing import Any
+
+from ..seam.errors import ConflictError, DurableError, LeaseLostError
+from ..seam.state import freeze, mark_stored
+from ..seam.store import Checkpoint, evolve
+from .requests import Load, Request, Save
+from .run import RunProgram
+from .telemetry import log
+
+_ABSORB = 10
+"""Signal deliveries absorbed in a row by one save before it gives up."""
+
+
+class LeaseKeeper:
+    """What one run knows of its own writes, shared by its saves and its heartbeat."""
+
+    def __init__(self, r: RunProgram) -> None:
+        self.r = r
+        self.latest: Checkpoint | None = None
+        """The last checkpoint this run wrote (or absorbed), as the store holds it."""
+        self.lost: LeaseLostError | None = None
+        """Set by a heartbeat that found another owner: nothing more is saved."""
+        self.closed = False
+
+    def save(self, cp: Checkpoint) -> Generator[Request, Any, Checkpoint]:
+        """Save ``cp`` on top of ``latest``; returns it as stored."""
+        if self.lost is not None:
+            raise self.lost
+        for _ in range(_ABSORB):
+            cp = _on_top(cp, self.latest)
+            try:
+                saved: Checkpoint = yield Save(cp)
+            except ConflictError:
+                if self.latest is None:
+                    raise  # the claim: the runner decides
+                absorbed = _absorb(self.latest, (yield Load(self.r.run_id)))
+                if absorbed is None:
+                    raise
+                self.latest = absorbed
+                continue
+            self.latest = _stored(cp, saved)
+            return self.latest
+        raise self.r.lost()
+
+    def renew(self) -> Generator[Request, Any, None]:
+        """One heartbeat: renew the lease if the run still holds it. A conflict marks
+        the lease lost; an unreachable store is logged, and the next beat tries again."""
+        cp = self.latest
+        if self.closed or self.lost is not None or cp is None or not _ours(cp, self.r):
+            return
+        renewal = replace(cp, lease_expires=time.time() + self.r.lease, updated_at=None)
+        try:
+            with self.r.obs.save(renewal, beat=True):
+                yield from self.save(renewal)
+        except ConflictError as exc:
+            self.lost = self.r.lost()
+            self.lost.__cause__ = exc
+        except DurableError as exc:
+            log.warning("run %r: heartbeat failed: %s", self.r.run_id, exc)
+
+
+def _ours(cp: Checkpoint, r: RunProgram) -> bool:
+    return cp.owner == r.owner and cp.lease_expires is not None
+
+
+def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
+    """``cp`` to be saved over ``latest``: its etag, and every signal delivered
+    meanwhile (signals are only ever added)."""
+    if latest is None:
+        return cp
+    if latest.signals.keys() - cp.signals.keys():
+        merged = {**latest.signals, **cp.signals}
+        cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
+    return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
+
+
+def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
+    """When the only change since ``latest`` is delivered signals (send_signal saved
+    while we held the lease), ``latest`` as it now is in the store; else None: the
+    lease was lost."""
+    same = ("owner", "lease_expires", "step", "steps", "attempt", "status")
+    if stored is None or any(getattr(stored, f) != getattr(latest, f) for f in same):
+        return None
+    if latest.signals.keys() - stored.signals.keys():
+        return None
+    mark_stored(latest.state, stored.etag)  # send_signal does not touch the state
+    signals = freeze(dict(stored.signals), "", stored.run_id, 0, "signal payload")
+    return replace(latest, etag=stored.etag, signals=signals)
+
+
+def _stored(sent: Checkpoint, saved: Checkpoint) -> Checkpoint:
+    """What the store now holds: ``saved``, sharing the frozen state that was sent."""
+    mark_stored(sent.state, saved.etag)
+    if saved.state is not sent.state:
+        saved = replace(saved, state=sent.state)
+    return saved

@@ -1,0 +1,85 @@
+"""Programs and their requests: what the runner, a heartbeat or a signal asks a driver
+to do.
+
+The semantics of a run (``run``), of keeping its lease (``lease_keeper``) and of
+delivering a signal (``signals``) are generators free of I/O: each yields a
+``Request`` -- ``Load``, ``Save``, ``Call`` a step, ``Sleep`` -- and is resumed
+with its result, or has its exception thrown in. ``execute`` and ``execute_async``
+run such a program to its end, doing each request with a given function:
+``store_io``'s for loads, saves and sleeps against a blocking or an async store,
+the drivers' (``drivers``, for ``run`` and ``run_async``) for steps, heartbeats and
+the lease too. So each piece of semantics is written once, and sync and async code
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from ..seam.store import Checkpoint
+
+if TYPE_CHECKING:
+    from ..seam.state import FrozenState
+    from .step import Step, StepContext
+
+T = TypeVar("T")
+
+
+# Requests are made several times per step: NamedTuples, which cost a fraction of a
+# frozen dataclass to make.
+
+
+class Load(NamedTuple):
+    run_id: str
+
+
+class Save(NamedTuple):
+    checkpoint: Checkpoint
+
+
+class Call(NamedTuple):
+    step: Step
+    context: StepContext
+    state: FrozenState
+
+
+class Sleep(NamedTuple):
+    seconds: float
+
+
+Request = Load | Save | Call | Sleep
+
+
+def execute(program: Generator[Request, Any, T], do: Callable[[Request], Any]) -> T:
+    """Run ``program`` to its end, doing each request with ``do``."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            request = program.send(value) if error is None else program.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = do(request)
+        except BaseException as exc:  # handed to the program, which decides
+            error = exc
+
+
+async def execute_async(
+    program: Generator[Request, Any, T], do: Callable[[Request], Awaitable[Any]]
+) -> T:
+    """``execute`` for asyncio."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            request = program.send(value) if error is None else program.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await do(request)
+        except BaseException as exc:
+            error = exc

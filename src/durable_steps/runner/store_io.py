@@ -1,0 +1,69 @@
+"""Loads, saves and sleeps carried out against a store: the ``do`` of programs that
+need nothing else (a signal's delivery, a heartbeat's save), and the part of the
+drivers' ``do`` that is plain I/O. ``plain`` for a blocking store, ``AsyncIO`` for an
+async one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..seam.store import AsyncStore, Store
+from .requests import Load, Request, Save, Sleep
+
+_sleep = time.sleep  # tests replace these two with a fake clock
+_asleep = asyncio.sleep
+
+
+def plain(store: Store) -> Callable[[Request], Any]:
+    """``do`` for programs that only load, save and sleep: a blocking store's I/O."""
+
+    def do(op: Request) -> Any:
+        if isinstance(op, Load):
+            return store.load(op.run_id)
+        if isinstance(op, Save):
+            return store.save(op.checkpoint)
+        if isinstance(op, Sleep):
+            return _sleep(op.seconds)
+        raise TypeError(op)
+
+    return do
+
+
+class AsyncIO:
+    """``do`` for programs that only load, save and sleep: an async store's I/O.
+
+    A save is not cut short by a cancellation: it is let finish, so that its outcome
+    is known, and ``cancelled`` notes the cancellation. It is raised at the next
+    sleep (or step), or by the caller once the program is done.
+    """
+
+    def __init__(self, store: AsyncStore) -> None:
+        self.store = store
+        self.cancelled = False
+
+    async def __call__(self, op: Request) -> Any:
+        if isinstance(op, Load):
+            return await self.store.load(op.run_id)
+        if isinstance(op, Save):
+            return await self._save(op)
+        if isinstance(op, Sleep):
+            if self.cancelled:
+                raise asyncio.CancelledError
+            return await _asleep(op.seconds)
+        raise TypeError(op)
+
+    async def _save(self, op: Save) -> Any:
+        saving = asyncio.ensure_future(self.store.save(op.checkpoint))
+        while True:
+            try:
+                return await asyncio.shield(saving)
+            except asyncio.CancelledError:
+                if saving.cancelled():
+                    raise  # the store itself gave up, not us
+                self.cancelled = True  # also when the save ended just as it came
+                if saving.done():
+                    return saving.result()

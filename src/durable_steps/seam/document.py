@@ -1,0 +1,241 @@
+"""The one document format every backend stores: a checkpoint as plain JSON with a
+schema version, and back. A document from a newer schema is refused, never misread;
+schema 1 documents (no lease, no workflow) still load and are rewritten as 2."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .errors import CorruptCheckpointError, InvalidStateError
+from .state import check_json, is_checked
+from .store import STATUSES, Checkpoint, RunInfo, check_run_id, corrupt_error
+
+SCHEMA = 2
+"""Schema 2 added the lease, workflow, status, signal, retry and trace fields;
+schema 1 documents still load (no lease, no workflow) and are rewritten as 2."""
+
+
+def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
+    """The stored form of a checkpoint: plain JSON with a schema version.
+
+    The state is checked against the JSON rules (``state``) unless the runner
+    already froze it, which checked it once, value by value, as steps returned it.
+    """
+    check_run_id(cp.run_id)
+    if not is_checked(cp.state):
+        if not isinstance(cp.state, dict):
+            raise InvalidStateError(
+                f"run {cp.run_id!r}: state must be a dict, not {type(cp.state).__name__}",
+                run_id=cp.run_id,
+            )
+        check_json(cp.state, cp.run_id)
+    if not is_checked(cp.signals):
+        check_json(dict(cp.signals), cp.run_id, "signal payload")
+    # The etag leads, so a store can read a file's version from its first bytes.
+    doc: dict[str, Any] = {} if etag is None else {"etag": etag}
+    doc |= {
+        "schema": SCHEMA,
+        "run_id": cp.run_id,
+        "workflow": cp.workflow,
+        "status": cp.status,
+        "step": cp.step,
+        "steps": list(cp.steps),
+        "attempt": cp.attempt,
+        "first_attempt": cp.first_attempt,
+        "owner": cp.owner,
+        "lease_expires": cp.lease_expires,
+        "waiting_for": cp.waiting_for,
+        "error": None if cp.error is None else dict(cp.error),
+        "trace": cp.trace,
+        "updated_at": cp.updated_at or time.time(),
+        "signals": cp.signals,
+        "state": cp.state,
+    }
+    return doc
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _c_encoder() -> Any:
+    """The C encoder that ``_ENCODER.encode`` builds anew for every call, built once (a
+    save encodes twice). Without the circular-reference check: what is encoded was
+    checked first (``state`` refuses nesting deeper than ``MAX_DEPTH``, so no cycle
+    gets here). None where the C accelerator is missing or differs from this."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    sample = {"a": [1, 2.5, None, True, "é\n\u2028\x00"], "b": {}, "c": -1e300}
+    try:
+        encoder = make(  # the arguments of Python 3.11 to 3.13
+            None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
+            False, False, False,
+        )  # fmt: skip
+        return encoder if "".join(encoder(sample, 0)) == _ENCODER.encode(sample) else None
+    except TypeError:  # None, or other arguments
+        return None
+
+
+_C_ENCODER = _c_encoder()
+
+
+def dumps(doc: Any) -> bytes:
+    """Compact UTF-8 JSON of a checked value (usually a document)."""
+    if _C_ENCODER is not None:
+        return "".join(_C_ENCODER(doc, 0)).encode()
+    return _ENCODER.encode(doc).encode()
+
+
+def loads(raw: bytes | str, run_id: str, where: str) -> Any:
+    """JSON from stored bytes; anything unreadable (nested absurdly deep included) is corrupt."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deep to read" if isinstance(exc, RecursionError) else f"not JSON ({exc})"
+        raise corrupt_error(run_id, where, why) from None
+
+
+def decode(raw: bytes, run_id: str, where: str) -> Checkpoint:
+    """A checkpoint from its stored bytes (the etag is part of the document)."""
+    doc = loads(raw, run_id, where)
+    etag = doc.get("etag") if isinstance(doc, dict) else None
+    return from_document(doc, run_id, etag if isinstance(etag, str) else None, where)
+
+
+def _opt(doc: dict[str, Any], key: str, kinds: Any) -> Any:
+    value = doc.get(key)
+    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+        raise ValueError(f"{key} is {value!r}")
+    return value
+
+
+def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Checkpoint:
+    """Read a stored document back, refusing anything this version would misread."""
+
+    def corrupt(why: str) -> CorruptCheckpointError:
+        return corrupt_error(run_id, where, why)
+
+    if not isinstance(doc, dict):
+        raise corrupt(f"expected a JSON object, found {type(doc).__name__}")
+    schema = doc.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA:
+        raise CorruptCheckpointError(
+            f"checkpoint of run {run_id!r} at {where} was written with schema {schema}, "
+            f"newer than this durable-steps reads ({SCHEMA}): upgrade durable-steps",
+            run_id=run_id,
+        )
+    if schema not in (1, SCHEMA) or isinstance(schema, bool):
+        raise corrupt(f"schema is {schema!r}, expected 1 or {SCHEMA}")
+    step, steps, state = doc.get("step"), doc.get("steps"), doc.get("state")
+    attempt, updated = doc.get("attempt", 1), doc.get("updated_at")
+    if doc.get("run_id") != run_id:
+        raise corrupt(f"it belongs to run {doc.get('run_id')!r}")
+    if not isinstance(step, int) or isinstance(step, bool) or step < -1:
+        raise corrupt(f"step is {step!r}")
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        raise corrupt("steps is not a list of names")
+    if len(steps) != step + 1:
+        raise corrupt(f"step {step} does not match {len(steps)} completed step names")
+    if not isinstance(state, dict):
+        raise corrupt("state is not a JSON object")
+    if not etag:
+        raise corrupt("it has no etag")
+    if not isinstance(attempt, int) or isinstance(attempt, bool):
+        raise corrupt("attempt has the wrong type")
+    if updated is not None and (not isinstance(updated, int | float) or isinstance(updated, bool)):
+        raise corrupt("updated_at is not a number")
+    try:
+        extra = _fields_of_schema(schema, doc)
+    except ValueError as exc:
+        raise corrupt(str(exc)) from None
+    return Checkpoint(
+        run_id=run_id,
+        step=step,
+        state=state,
+        etag=etag,
+        steps=tuple(steps),
+        attempt=attempt,
+        updated_at=updated,
+        **extra,
+    )
+
+
+def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
+    """The fields beyond schema 1's: absent (no lease, no workflow) in schema 1 documents."""
+    if schema == 1:
+        done = doc.get("done", False)
+        if not isinstance(done, bool):
+            raise ValueError("done has the wrong type")
+        return {"status": "completed" if done else "running"}
+    status, signals, error = doc.get("status"), doc.get("signals") or {}, doc.get("error")
+    if status not in STATUSES:
+        raise ValueError(f"status is {status!r}")
+    if not isinstance(signals, dict) or (error is not None and not isinstance(error, dict)):
+        raise ValueError("signals or error is not a JSON object")
+    return {
+        "status": status,
+        "workflow": _opt(doc, "workflow", str),
+        "owner": _opt(doc, "owner", str),
+        "lease_expires": _opt(doc, "lease_expires", int | float),
+        "waiting_for": _opt(doc, "waiting_for", str),
+        "trace": _opt(doc, "trace", str),
+        "first_attempt": _opt(doc, "first_attempt", int) or 1,
+        "signals": signals,
+        "error": error,
+    }
+
+
+def info_of(cp: Checkpoint, size: int) -> RunInfo:
+    """The listing entry of a checkpoint."""
+    return RunInfo(
+        run_id=cp.run_id,
+        step=cp.step,
+        step_name=cp.steps[-1] if cp.steps else None,
+        done=cp.done,
+        updated_at=cp.updated_at,
+        size=size,
+        etag=cp.etag,
+        status=cp.status,
+        workflow=cp.workflow,
+        lease_expires=cp.lease_expires,
+        owner=cp.owner,
+        waiting_for=cp.waiting_for,
+        attempt=cp.attempt,
+    )
+
+
+def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> RunInfo:
+    """The listing entry of a checkpoint from its fields without state, step names and
+    signals (a document of ``to_document`` less those, plus ``step_name``): what a
+    store lists without reading the state. ``label`` names the run in errors."""
+    if not isinstance(meta, dict):
+        raise corrupt_error(label, where, "its fields are not a JSON object")
+    try:
+        if meta.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {meta.get('schema')!r}, expected {SCHEMA}")
+        run_id, step, attempt = meta.get("run_id"), meta.get("step"), meta.get("attempt")
+        if not isinstance(run_id, str):
+            raise TypeError("it does not name its run")
+        if not isinstance(step, int) or isinstance(step, bool) or step < -1:
+            raise TypeError(f"step is {step!r}")
+        if not isinstance(attempt, int) or isinstance(attempt, bool):
+            raise TypeError("attempt has the wrong type")
+        step_name, updated = _opt(meta, "step_name", str), _opt(meta, "updated_at", int | float)
+        extra = _fields_of_schema(SCHEMA, meta)
+    except (TypeError, ValueError) as exc:
+        raise corrupt_error(label, where, str(exc)) from None
+    return RunInfo(
+        run_id=run_id,
+        step=step,
+        step_name=step_name,
+        done=extra["status"] == "completed",
+        updated_at=updated,
+        size=size,
+        etag=etag,
+        status=extra["status"],
+        workflow=extra["workflow"],
+        lease_expires=extra["lease_expires"],
+        owner=extra["owner"],
+        waiting_for=extra["waiting_for"],
+        attempt=attempt,
+    )

@@ -1,0 +1,196 @@
+"""The one place that reads the environment and knows every backend.
+
+``store_from_env()`` turns the variables of the configuration table (README,
+"Configuration") into a store. A bad value is a ``ConfigurationError`` naming the
+variable and the accepted values; a message never repeats a value that may hold
+a key (a connection string pasted into ``COSMOS_ENDPOINT``, a key put in the
+wrong variable). The Cosmos DB store is imported only when asked for; without
+the ``[cosmos]`` extra, asking for it is a ``MissingExtraError`` (also an
+``ImportError``) with the install command, and ``durable_steps.CosmosStore`` is
+a stand-in that raises it when used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ..seam.errors import ConfigurationError, DurableError, MissingExtraError
+from .file.store import FileStore
+from .memory import AsyncMemoryStore, MemoryStore
+
+if TYPE_CHECKING:
+    from .cosmos.store import AsyncCosmosStore, CosmosStore
+    from .file.async_store import AsyncFileStore
+
+BACKENDS = ("file", "cosmos", "memory")
+INSTALL = "pip install 'durable-steps[cosmos]'"
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+_FLAGS = {
+    "COSMOS_VERIFY_TLS": (True, "true (default) or false (only for an emulator's self-signed "
+                          "certificate)"),
+    "COSMOS_CREATE_IF_MISSING": (False, "false (default) or true (only for emulators and "
+                                 "tests: creates the database and the container)"),
+}  # fmt: skip
+_KEYLIKE = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}")
+
+
+def _shown(value: str) -> str:
+    """``value`` quoted for a message, unless it may hold a secret."""
+    if "accountkey" in value.lower() or _KEYLIKE.search(value) or len(value) > 100:
+        return "(a value not repeated here: it may hold a key)"
+    return repr(value)
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    default, accepted = _FLAGS[name]
+    value = env.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value not in _TRUE + _FALSE:
+        raise ConfigurationError(
+            f"{name}={_shown(env[name])} is not a boolean; use {accepted} "
+            f"(also accepted: {'/'.join(_TRUE)} and {'/'.join(_FALSE)})",
+            variable=name,
+        )
+    return value in _TRUE
+
+
+def _endpoint(env: Mapping[str, str]) -> str:
+    endpoint = env.get("COSMOS_ENDPOINT", "").strip()
+    if not endpoint:
+        raise ConfigurationError(
+            "DURABLE_STORE=cosmos needs COSMOS_ENDPOINT, the account endpoint, e.g. "
+            "https://ACCOUNT.documents.azure.com:443/ (http://127.0.0.1:8081/ for an emulator)",
+            variable="COSMOS_ENDPOINT",
+        )
+    if "accountendpoint=" in endpoint.lower():
+        raise ConfigurationError(
+            "COSMOS_ENDPOINT holds a connection string (not repeated here: it has the key); "
+            "set COSMOS_ENDPOINT to its AccountEndpoint part and COSMOS_KEY to its AccountKey "
+            "part, or leave COSMOS_KEY unset for Entra ID",
+            variable="COSMOS_ENDPOINT",
+        )
+    if not endpoint.startswith(("https://", "http://")):
+        raise ConfigurationError(
+            f"COSMOS_ENDPOINT={_shown(endpoint)} is not a URL; use https://ACCOUNT.documents."
+            "azure.com:443/ (or http://HOST:PORT/ for an emulator)",
+            variable="COSMOS_ENDPOINT",
+        )
+    return endpoint
+
+
+def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
+    env = os.environ if env is None else env
+    backend = env.get("DURABLE_STORE", "file").strip().lower() or "file"
+    if backend not in BACKENDS:
+        raise ConfigurationError(
+            f"DURABLE_STORE={_shown(env['DURABLE_STORE'])} is not a backend; use one of "
+            f"{', '.join(BACKENDS)} (unset means file)",
+            variable="DURABLE_STORE",
+        )
+    if backend != "cosmos":
+        return {"backend": backend, "path": env.get("DURABLE_FILE_PATH") or ".durable"}
+    return {
+        "backend": "cosmos",
+        "endpoint": _endpoint(env),
+        # (a key from a mounted secret often ends in a newline; keys hold no whitespace)
+        "key": env.get("COSMOS_KEY", "").strip() or None,
+        "database": env.get("COSMOS_DATABASE") or "durable",
+        "container": env.get("COSMOS_CONTAINER") or "checkpoints",
+        "verify_tls": _flag(env, "COSMOS_VERIFY_TLS"),
+        "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING"),
+    }
+
+
+def describe(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The configuration store_from_env() would use, without the key (for doctor)."""
+    s = _settings(env)
+    if s["backend"] == "cosmos":
+        s["auth"] = "key (COSMOS_KEY)" if s.pop("key") else "Entra ID (DefaultAzureCredential)"
+    return s
+
+
+def cosmos_module() -> ModuleType:
+    """``durable_steps.stores.cosmos.store``, or ``MissingExtraError`` when the extra is
+    missing."""
+    try:
+        from .cosmos import store as cosmos
+    except (ImportError, DurableError) as exc:
+        cause = exc.__cause__ or exc
+        raise MissingExtraError(
+            f"the Cosmos DB store needs the [cosmos] extra (azure-cosmos, azure-identity; "
+            f"{type(cause).__name__}: {cause}): {INSTALL}",
+            variable="DURABLE_STORE",
+        ) from exc
+    return cosmos
+
+
+def cosmos_class(name: str) -> Any:
+    """``CosmosStore`` or ``AsyncCosmosStore``; without the extra, a stand-in whose use
+    raises ``MissingExtraError``, so that ``from durable_steps import *`` and
+    ``hasattr`` work without it (an exception cannot be both the ``ImportError``
+    that names the extra and the ``AttributeError`` that ``hasattr`` expects)."""
+    try:
+        return getattr(cosmos_module(), name)
+    except MissingExtraError as missing:
+        error = missing
+
+    def unavailable(cls: type, *args: Any, **kwargs: Any) -> Any:
+        raise MissingExtraError(f"{name}: {error}", variable="DURABLE_STORE") from error
+
+    doc = f"Not available: {error}"
+    # (its module is the one it is imported from, as the real class's public name is)
+    return type(name, (), {"__new__": unavailable, "__doc__": doc, "__module__": "durable_steps"})
+
+
+def store_from_env(env: Mapping[str, str] | None = None) -> FileStore | MemoryStore | CosmosStore:
+    """The store the environment describes (see the configuration table in the README)."""
+    s = _settings(env)
+    if s["backend"] == "file":
+        return FileStore(s["path"])
+    if s["backend"] == "memory":
+        return MemoryStore()
+    store: CosmosStore = cosmos_module().CosmosStore(**_cosmos_args(s))
+    return store
+
+
+def async_store_from_env(
+    env: Mapping[str, str] | None = None,
+) -> AsyncFileStore | AsyncMemoryStore | AsyncCosmosStore:
+    """store_from_env() for asyncio: the same variables, the same errors."""
+    from .file.async_store import AsyncFileStore
+
+    s = _settings(env)
+    if s["backend"] == "file":
+        return AsyncFileStore(s["path"])
+    if s["backend"] == "memory":
+        return AsyncMemoryStore()
+    store: AsyncCosmosStore = cosmos_module().AsyncCosmosStore(**_cosmos_args(s))
+    return store
+
+
+def _cosmos_args(s: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in s.items() if k != "backend"}
+
+
+def store_for(
+    spec: str, env: Mapping[str, str] | None = None
+) -> FileStore | MemoryStore | CosmosStore:
+    """A store named on a command line: ``env`` (as configured), ``file:PATH``, ``cosmos``
+    (the COSMOS_* variables, whatever DURABLE_STORE says) or ``memory``."""
+    env = dict(os.environ if env is None else env)
+    if spec == "env":
+        return store_from_env(env)
+    if spec.startswith("file:") and len(spec) > len("file:"):
+        return store_from_env({**env, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": spec[5:]})
+    if spec in ("cosmos", "memory"):
+        return store_from_env({**env, "DURABLE_STORE": spec})
+    raise ConfigurationError(
+        f"{spec!r} is not a store: use env (the configured store), file:PATH, cosmos "
+        "(configured by the COSMOS_* variables) or memory",
+        variable="STORE",
+    )

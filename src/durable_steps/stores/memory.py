@@ -1,0 +1,131 @@
+"""MemoryStore (and AsyncMemoryStore, for asyncio): checkpoints in a dict, for tests of
+code that uses durable-steps."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from itertools import islice
+from typing import Any
+
+from ..seam.document import decode, dumps, info_of, to_document
+from ..seam.errors import CorruptCheckpointError
+from ..seam.metering import wrote
+from ..seam.store import (
+    Checkpoint,
+    RunInfo,
+    check_filters,
+    check_run_id,
+    conflict,
+    delete_conflict,
+    matches,
+)
+
+
+class MemoryStore:
+    """In-process and thread-safe; gone with the process. Keeps the full contract
+    (conditional saves, run-id rules, JSON-only state) so tests against it hold
+    against the durable stores too."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
+        self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(<{len(self._runs)} runs>)"
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        raw = self._runs.get(check_run_id(run_id))
+        return None if raw is None else decode(raw, run_id, "memory")
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        etag = secrets.token_hex(12)
+        doc = to_document(checkpoint, etag=etag)
+        data = dumps(doc)
+        with self._lock:
+            current = self._etag(checkpoint.run_id)
+            if current != checkpoint.etag:
+                raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
+            self._runs[checkpoint.run_id] = data
+            self._etags[checkpoint.run_id] = (etag, data)
+        wrote(len(data))
+        return replace(checkpoint, etag=etag, updated_at=doc["updated_at"])
+
+    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        """Remove the run; False if it had none. With ``etag``, only if unchanged."""
+        check_run_id(run_id)
+        with self._lock:
+            if etag is not None and self._etag(run_id) not in (None, etag):
+                raise delete_conflict(run_id)
+            self._etags.pop(run_id, None)
+            return self._runs.pop(run_id, None) is not None
+
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        updated_before: float | None = None,
+        limit: int | None = None,
+    ) -> Iterator[RunInfo]:
+        check_filters(status, limit)
+        infos = (_info(run_id, raw) for run_id, raw in sorted(self._runs.copy().items()))
+        return islice((i for i in infos if matches(i, status, workflow, updated_before)), limit)
+
+    def close(self) -> None:
+        """Nothing to release; present so every store closes alike."""
+
+    def _etag(self, run_id: str) -> str | None:
+        raw = self._runs.get(run_id)
+        known = self._etags.get(run_id)
+        if known is not None and known[1] is raw:
+            return known[0]
+        # (bytes put there by a test's raw writer: read them the long way)
+        return None if raw is None else decode(raw, run_id, "memory").etag
+
+
+def _info(run_id: str, raw: bytes) -> RunInfo:
+    """The listing entry of a stored run; one that cannot be read is an entry with
+    ``error`` set, as in every store (a listing never stops at a bad checkpoint)."""
+    try:
+        return info_of(decode(raw, run_id, "memory"), len(raw))
+    except CorruptCheckpointError as exc:
+        return RunInfo(run_id, -1, None, False, None, len(raw), None, str(exc))
+
+
+class AsyncMemoryStore:
+    """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
+
+    def __init__(self) -> None:
+        self.sync = MemoryStore()
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        return self.sync.load(run_id)
+
+    async def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.sync.save(checkpoint)
+
+    async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return self.sync.delete(run_id, etag=etag)
+
+    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
+        for info in self.sync.list_runs(**filters):
+            yield info
+
+    async def close(self) -> None:
+        """Nothing to release; present so every store closes alike."""
+
+    async def __aenter__(self) -> AsyncMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

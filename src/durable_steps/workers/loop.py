@@ -1,0 +1,145 @@
+"""``durable-steps worker MODULE:ATTR``: recover runs in a loop until told to stop.
+
+The worker imports ATTR from MODULE (a ``Workflow`` or a list of them; the current
+directory is importable, as with ``python -m``), opens the store the environment
+describes, and repeats: list the ``running`` runs of those workflows whose lease
+is free (``recover``'s candidates), start each in a thread of its own -- at most
+``--concurrency`` at a time -- and print one line per run when it ends; then wait
+``--interval`` seconds, or less when a slot frees up. ``--once`` makes one pass
+(every candidate, ``--concurrency`` at a time) and exits.
+
+SIGTERM or SIGINT stops it gracefully: no new run starts, and each running run
+stops at its next step boundary and releases its lease (the step in progress is
+let finish: it cannot be interrupted halfway without being run again), then the
+worker exits 0. A second signal exits at once; leases then expire by themselves
+(at once for other processes on this machine, which can see this one is gone).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from ..runner.workflow import Workflow
+from ..seam.errors import ConfigurationError, StopRequested
+from .recovery import Recovered, candidates, known_workflows, recover_one
+
+
+def load_workflows(spec: str) -> list[Workflow]:
+    """The workflows named by ``MODULE:ATTR``."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(
+            f"{spec!r} is not MODULE:ATTR; name the module and the Workflow (or list of "
+            "them) in it, e.g. myapp.flows:WORKFLOWS",
+            variable="MODULE:ATTR",
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"cannot import {module_name!r} ({exc}); run the worker where the module is "
+            "importable (the current directory is), or set PYTHONPATH",
+            variable="MODULE:ATTR",
+        ) from exc
+    value: Any = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise ConfigurationError(
+                f"{module_name!r} has no attribute {attr!r}", variable="MODULE:ATTR"
+            )
+        value = getattr(value, part)
+    found = [value] if isinstance(value, Workflow) else list(value) if _many(value) else []
+    if not found or not all(isinstance(w, Workflow) for w in found):
+        raise ConfigurationError(
+            f"{spec} is {type(value).__name__}, not a Workflow or a list of Workflows",
+            variable="MODULE:ATTR",
+        )
+    return found
+
+
+def _many(value: object) -> bool:
+    return isinstance(value, list | tuple | set | frozenset)
+
+
+def serve(
+    store: Any,
+    workflows: Iterable[Workflow],
+    *,
+    once: bool,
+    concurrency: int,
+    interval: float,
+    lease: float,
+    owner: str | None,
+    echo: Callable[[Recovered | str], None],
+    stop: threading.Event | None = None,
+) -> None:
+    """The worker loop (see the module docstring); returns when stopped or, with
+    ``once``, after one pass."""
+    known = known_workflows(workflows)
+    stop = stop or threading.Event()
+    running: dict[Future[Recovered], str] = {}
+
+    def start(pool: ThreadPoolExecutor, run_id: str, name: str) -> None:
+        job = pool.submit(
+            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=stop.is_set
+        )
+        running[job] = run_id
+
+    def reap(timeout: float) -> None:
+        done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
+        for job in done:
+            run_id = running.pop(job)
+            try:
+                echo(job.result())
+            except StopRequested:
+                echo(f"run {run_id}: released at a step boundary (stopping)")
+
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
+        if once:
+            for run_id, name in candidates(store.list_runs, known, owner, None):
+                if stop.is_set():
+                    break
+                start(pool, run_id, name)
+                while len(running) >= concurrency:
+                    reap(0.2)
+        next_listing = 0.0
+        while not once and not stop.is_set():
+            free = concurrency - len(running)
+            if free > 0 and time.monotonic() >= next_listing:
+                busy = set(running.values()).__contains__
+                for run_id, name in candidates(store.list_runs, known, owner, free, busy):
+                    start(pool, run_id, name)
+                next_listing = time.monotonic() + interval
+            if running:
+                reap(min(0.2, interval))  # short slices, so that a signal is seen promptly
+            else:
+                stop.wait(min(0.2, max(0.0, next_listing - time.monotonic())))
+        while running:
+            reap(0.2)
+
+
+def on_signals(stop: threading.Event, echo: Callable[[str], None]) -> None:
+    """SIGTERM/SIGINT: stop gracefully; a second one: exit at once."""
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            echo("second signal: exiting now; the leases this worker held will expire")
+            os._exit(1)
+        stop.set()
+        echo(
+            f"{signal.Signals(signum).name}: stopping; running runs stop at their next "
+            "step boundary and release their leases"
+        )
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

@@ -1,0 +1,165 @@
+"""Recovery: resuming the runs whose worker died, by the name of their workflow
+(``runner.workflow``).
+
+``recover(store, workflows)`` lists the store's ``running`` runs of each known
+workflow (a filter the backend applies: no state is read), keeps those whose
+lease is absent, expired or visibly ownerless, and runs each under its own lease
+(``Workflow.run``), one after another, returning one ``Recovered`` per run it
+tried. Waiting and failed runs are not ``running``, so they are left alone (a
+delivered signal makes a waiting run ``running`` again); so are runs of unknown
+workflows and runs started by a plain ``run``. Two workers recovering at once do
+not collide: the second to claim a run gets ``RunLeasedError``, reported as
+outcome ``"leased"``. ``durable-steps worker`` (``loop``) does this in a loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ..runner.drivers import _async_only, _sync_only, drive, drive_async
+from ..runner.workflow import Workflow
+from ..seam.errors import ConflictError, RunWaiting, StopRequested
+from ..seam.lease import lease_holder
+from ..seam.store import AsyncStore, RunInfo, Store
+
+Outcome = Literal["completed", "failed", "waiting", "leased"]
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What ``recover`` did with one run."""
+
+    run_id: str
+    workflow: str
+    outcome: Outcome
+    """``completed``; ``failed`` (``error`` says why); ``waiting`` for a signal;
+    ``leased``: another worker took it first."""
+    error: BaseException | None = None
+
+
+def recover(
+    store: Store,
+    workflows: Iterable[Workflow],
+    *,
+    limit: int | None = None,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> list[Recovered]:
+    """Resume every unfinished run of a known workflow whose lease is free."""
+    _sync_only(store)
+    known = known_workflows(workflows)
+    return [
+        recover_one(store, known[name], run_id, lease=lease, owner=owner)
+        for run_id, name in candidates(store.list_runs, known, owner, limit)  # type: ignore[attr-defined]
+    ]
+
+
+async def recover_async(
+    store: AsyncStore,
+    workflows: Iterable[Workflow],
+    *,
+    limit: int | None = None,
+    lease: float = 60.0,
+    owner: str | None = None,
+) -> list[Recovered]:
+    """``recover`` for async stores (runs resumed one after another)."""
+    _async_only(store)
+    known = known_workflows(workflows)
+    done: list[Recovered] = []
+    pick = _Picker(owner, limit)
+    for name in known:
+        async for info in store.list_runs(status="running", workflow=name):  # type: ignore[attr-defined]
+            if pick.full():
+                return done
+            if pick.takes(info):
+                r = known[name]._run(info.run_id, None, lease, owner, None)
+                try:
+                    await drive_async(r, store)
+                except BaseException as exc:
+                    done.append(outcome_of(info.run_id, name, exc))
+                else:
+                    done.append(Recovered(info.run_id, name, "completed"))
+    return done
+
+
+def known_workflows(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
+    if isinstance(workflows, Workflow):
+        workflows = [workflows]
+    known: dict[str, Workflow] = {}
+    for w in workflows:
+        if not isinstance(w, Workflow):
+            raise TypeError(f"recover() needs Workflow objects, not {w!r}")
+        if known.setdefault(w.name, w) is not w:
+            raise ValueError(f"two workflows are named {w.name!r}; names must be unique")
+    return known
+
+
+def recover_one(
+    store: Store,
+    w: Workflow,
+    run_id: str,
+    *,
+    lease: float,
+    owner: str | None,
+    stop: Callable[[], bool] | None = None,
+) -> Recovered:
+    """Resume one run of ``w``; what happened, as a ``Recovered``."""
+    try:
+        drive(w._run(run_id, None, lease, owner, stop), store)
+    except BaseException as exc:
+        return outcome_of(run_id, w.name, exc)
+    return Recovered(run_id, w.name, "completed")
+
+
+def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
+    """The ``Recovered`` of a run whose resumption raised ``exc``."""
+    if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
+        raise exc  # interrupts and a stopping worker end the pass
+    if isinstance(exc, RunWaiting):
+        return Recovered(run_id, workflow, "waiting")
+    if isinstance(exc, ConflictError):
+        return Recovered(run_id, workflow, "leased", exc)
+    return Recovered(run_id, workflow, "failed", exc)
+
+
+class _Picker:
+    """Which listed runs a pass takes: a free lease (absent, expired, or its owner
+    visibly gone), not ``skip``ped, at most ``limit`` of them."""
+
+    def __init__(
+        self,
+        owner: str | None,
+        limit: int | None,
+        skip: Callable[[str], bool] = lambda run_id: False,
+    ) -> None:
+        self.owner, self.limit, self.skip, self.taken = owner or "", limit, skip, 0
+
+    def full(self) -> bool:
+        return self.limit is not None and self.taken >= self.limit
+
+    def takes(self, info: RunInfo) -> bool:
+        free = info.error is None and lease_holder(info, self.owner, time.time()) is None
+        if free and not self.skip(info.run_id):
+            self.taken += 1
+            return True
+        return False
+
+
+def candidates(
+    list_runs: Callable[..., Iterator[RunInfo]],
+    known: Mapping[str, Workflow],
+    owner: str | None,
+    limit: int | None,
+    skip: Callable[[str], bool] = lambda run_id: False,
+) -> Iterator[tuple[str, str]]:
+    """(run id, workflow) of the running runs of known workflows with a free lease."""
+    pick = _Picker(owner, limit, skip)
+    for name in known:
+        for info in list_runs(status="running", workflow=name):
+            if pick.full():
+                return
+            if pick.takes(info):
+                yield info.run_id, name

@@ -1,0 +1,150 @@
+"""A save whose answer never arrives is settled by reading the run back, on the real SDK
+against cosmos-local through a loopback proxy that breaks the connection on purpose.
+
+The sync SDK raises a transport error when the connection drops after a write went
+out; the async SDK retries the write, and the retry meets the first one (412 for a
+replace, 409 for a create). Either way the write may have landed, so the store reads
+the run back and looks for its save's nonce. It never says "nothing was written"
+about a write that landed, and never reports success for one that did not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+
+from ...conftest import Cosmos, SyncFacade
+from ...helpers.proxy import Proxy, in_front_of
+
+WRITES = {"create": "POST", "replace": "PUT"}
+
+
+@pytest.fixture(params=["sync", "async"])
+def through(
+    request: pytest.FixtureRequest, cosmos_local: Cosmos, loop: asyncio.AbstractEventLoop
+) -> Iterator[tuple[Any, Proxy, Cosmos]]:
+    """A CosmosStore (or AsyncCosmosStore behind a sync facade) whose every request goes
+    through a proxy; also the container's direct endpoint, for a second writer."""
+    with in_front_of(cosmos_local) as (endpoint, proxy):
+        store: Any = (
+            endpoint.store()
+            if request.param == "sync"
+            else SyncFacade(endpoint.async_store(), loop)
+        )
+        direct = replace(endpoint, endpoint=proxy.upstream_url)
+        try:
+            store.load("warm-up")  # the async store resolves its container on first use
+            proxy.clear()
+            yield store, proxy, direct
+        finally:
+            store.close()
+
+
+def _first(store: Any, write: str, run_id: str) -> tuple[ds.Checkpoint, ds.Checkpoint]:
+    """The checkpoint the save under test starts from (saved first for a replace), and
+    the one it writes."""
+    fresh = ds.Checkpoint(run_id, -1, {"v": 0})
+    if write == "create":
+        return fresh, fresh
+    base = store.save(fresh)
+    return base, replace(base, step=0, steps=("a",), state={"v": 1}, updated_at=None)
+
+
+@pytest.mark.parametrize("write", WRITES)
+def test_a_write_that_landed_is_a_success_though_its_answer_was_lost(
+    through: tuple[Any, Proxy, Cosmos], write: str, run_id: str
+) -> None:
+    """The connection drops after a create or replace reached Cosmos DB: the save reads
+    the run back, finds its own write, and returns it with the stored etag."""
+    store, proxy, _ = through
+    _, target = _first(store, write, run_id)
+    proxy.clear()
+    proxy.drop_answer(WRITES[write], "/docs")
+    saved = store.save(target)
+    assert [e.status for e in proxy.store_calls() if e.fault == "dropped"] == [
+        201 if write == "create" else 200
+    ]
+    assert proxy.store_calls()[-1].method == "GET"  # the read-back
+    loaded = store.load(run_id)
+    assert loaded is not None
+    assert (loaded.etag, loaded.state, loaded.step) == (saved.etag, target.state, target.step)
+    after = store.save(replace(saved, step=saved.step + 1, steps=(*saved.steps, "b")))
+    assert after.etag != saved.etag  # the returned etag is the stored one: saving on works
+
+
+@pytest.mark.parametrize("write", WRITES)
+def test_a_write_that_never_arrived_says_nothing_was_written(
+    through: tuple[Any, Proxy, Cosmos], write: str, run_id: str
+) -> None:
+    """Every attempt of the write is lost before reaching the server: the read-back
+    shows the stored run is still the one the save meant to replace (or none), so the
+    error says nothing was written, and the stored run is unchanged."""
+    store, proxy, _ = through
+    base, target = _first(store, write, run_id)
+    proxy.clear()
+    proxy.drop_request(WRITES[write], "/docs", times=None)
+    with pytest.raises(ds.StoreError, match=r"did not land.*nothing was written") as err:
+        store.save(target)
+    assert not isinstance(err.value, ds.ConflictError)
+    proxy.heal()
+    loaded = store.load(run_id)
+    assert (loaded.etag if loaded else None) == base.etag
+
+
+@pytest.mark.parametrize("write", WRITES)
+def test_a_write_overwritten_before_the_read_back_is_a_checked_conflict(
+    through: tuple[Any, Proxy, Cosmos], write: str, run_id: str
+) -> None:
+    """The write lands, its answer is lost, and another writer saves the run before the
+    read-back: ConflictError that says it was checked, never "nothing was written"."""
+    store, proxy, direct = through
+    _, target = _first(store, write, run_id)
+
+    def other_writer() -> None:
+        with direct.store() as other:
+            current = other.load(run_id)
+            assert current is not None
+            other.save(replace(current, state={"v": "other"}, updated_at=None))
+
+    proxy.clear()
+    proxy.drop_answer(WRITES[write], "/docs", then=other_writer)
+    with pytest.raises(ds.ConflictError, match="checked by reading it back") as err:
+        store.save(target)
+    assert "othing was written" not in str(err.value)
+    loaded = store.load(run_id)
+    assert loaded is not None and loaded.state == {"v": "other"}
+
+
+def test_when_the_read_back_fails_too_the_outcome_is_unknown(
+    through: tuple[Any, Proxy, Cosmos], run_id: str
+) -> None:
+    """The answer is lost and the read-back fails as well: StoreError saying the outcome
+    is unknown and to load the run before retrying (it did land, here)."""
+    store, proxy, _ = through
+    _, target = _first(store, "replace", run_id)
+    proxy.clear()
+    proxy.drop_answer("PUT", "/docs")
+    proxy.answer("GET", 503, {"code": "ServiceUnavailable", "message": "down"}, "/docs/")
+    with pytest.raises(ds.StoreError, match=r"outcome is unknown\. Load the run again") as err:
+        store.save(target)
+    assert "503" in str(err.value), str(err.value)
+    proxy.heal()
+    loaded = store.load(run_id)
+    assert loaded is not None and loaded.state == target.state
+
+
+def test_a_transport_error_names_its_cause(through: tuple[Any, Proxy, Cosmos], run_id: str) -> None:
+    """A dropped connection on a load is a StoreError that quotes the underlying error's
+    first line, not only its type name."""
+    store, proxy, _ = through
+    proxy.drop_request("GET", "/docs/", times=None)
+    cause = r"cannot reach Cosmos DB at .*\(\w+: \S.*\): check"
+    with pytest.raises(ds.StoreError, match=cause) as err:
+        store.load(run_id)
+    assert err.value.__cause__ is not None

@@ -1,0 +1,500 @@
+"""The run file's journal: what a save writes, the torn-tail rule at every byte offset,
+damage before the tail, compaction, and a save that reads only the file's end."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+from durable_steps.seam import document
+from durable_steps.seam.state import frozen_state, mark_stored
+from durable_steps.stores.file import fileio, journal
+from durable_steps.stores.file import store as file_store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ds.FileStore:
+    return ds.FileStore(tmp_path / "store")
+
+
+@dataclass
+class Saved:
+    end: int
+    """The file's length once this save's record was written."""
+    checkpoint: ds.Checkpoint
+
+
+def advance(store: ds.FileStore, cp: ds.Checkpoint, updates: dict[str, Any], **fields: Any) -> Any:
+    """One save the way the runner makes it: the state's updates on top of a frozen state."""
+    state = cp.state.updated(updates, cp.run_id) if updates else cp.state
+    saved = store.save(replace(cp, state=state, updated_at=None, **fields))
+    mark_stored(state, saved.etag)
+    return replace(saved, state=state)
+
+
+def history(store: ds.FileStore, run_id: str = "r") -> list[Saved]:
+    """A journal of a snapshot and several kinds of records: new keys, an extended list,
+    a replaced value, new step names, a signal, a heartbeat (the lease only)."""
+    first = store.save(ds.Checkpoint(run_id, -1, {"messages": []}))
+    cp = replace(first, state=frozen_state(first.state, run_id, stored_as=first.etag))
+    target = store.file_for(run_id)
+    out = [Saved(target.stat().st_size, first)]
+    changes: list[tuple[Any, dict[str, Any]]] = [
+        (lambda s: {"a": "ü" * 40}, {"step": 0, "steps": ("a",)}),
+        (lambda s: {"messages": [*s["messages"], "hi", {"role": "tool"}]}, {"step": 1}),
+        (lambda s: {"messages": [*s["messages"], "bye"]}, {"step": 2}),
+        (lambda s: {}, {"lease_expires": 2e9, "owner": "me"}),
+        (lambda s: {"a": 1.5, "n": None}, {"step": 3, "attempt": 2}),
+        (
+            lambda s: {},
+            {"signals": {"ok": {"by": "ann"}}, "status": "waiting", "waiting_for": "ok"},
+        ),
+        (lambda s: {"deep": {"x": [1, [2, 3]]}}, {"step": 4}),
+    ]
+    for updates, fields in changes:
+        if "step" in fields:
+            fields["steps"] = tuple("abcde"[: fields["step"] + 1])
+        cp = advance(store, cp, updates(cp.state), **fields)
+        out.append(Saved(target.stat().st_size, cp))
+    return out
+
+
+def same(a: ds.Checkpoint | None, b: ds.Checkpoint) -> bool:
+    return a is not None and (a.etag, a.step, a.steps, a.state, dict(a.signals), a.status) == (
+        b.etag,
+        b.step,
+        b.steps,
+        dict(b.state),
+        dict(b.signals),
+        b.status,
+    )
+
+
+def test_records_replay_to_every_saved_checkpoint(store: ds.FileStore) -> None:
+    """Each kind of change survives the round trip: a fresh store loads exactly what was
+    saved last, and the file holds one snapshot plus one record per save."""
+    saved = history(store)
+    fresh = ds.FileStore(store.path).load("r")
+    assert same(fresh, saved[-1].checkpoint)
+    assert fresh is not None
+    assert fresh.state["messages"] == ["hi", {"role": "tool"}, "bye"]
+    data = store.file_for("r").read_bytes()
+    assert data.count(journal.RS) == len(saved)
+
+
+def test_a_save_writes_its_changes_not_the_state(store: ds.FileStore) -> None:
+    """With a 1 MB state, a step that adds 5 KB appends about 5 KB, a list extended by one
+    item appends that item, and a heartbeat (lease only) appends a few hundred bytes."""
+    big = "x" * 1_000_000
+    first = store.save(ds.Checkpoint("r", -1, {"blob": big, "messages": ["m" * 5000]}))
+    cp = replace(first, state=frozen_state(first.state, "r", stored_as=first.etag))
+    target = store.file_for("r")
+
+    def grows(updates: dict[str, Any], **fields: Any) -> int:
+        nonlocal cp
+        before = target.stat().st_size
+        cp = advance(store, cp, updates, **fields)
+        return target.stat().st_size - before
+
+    assert grows({"k1": "y" * 5000}, step=0, steps=("a",)) < 6000
+    assert grows({"messages": [*cp.state["messages"], "z" * 5000]}, step=1, steps=("a", "b")) < 6000
+    assert grows({}, lease_expires=2e9, owner="me") < 600
+    loaded = store.load("r")
+    assert loaded is not None
+    assert loaded.state["messages"] == ["m" * 5000, "z" * 5000]
+
+
+@pytest.mark.parametrize("variant", ["keys", "list"])
+def test_growing_state_writes_about_the_sum_of_its_updates(
+    store: ds.FileStore, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 steps that each add 5 KB (as a new key, or by extending one list) write about
+    the 1 MB of new data and each record's fields. Its log holds nothing superseded, so
+    no save compacts it: after the run's first file every save appends (compacting at
+    4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
+    written: list[int] = []
+    new_files: list[int] = []
+    real_write_at, real_atomic_write = fileio.write_at, file_store.atomic_write
+
+    def write_at(fd: int, offset: int, data: bytes) -> None:
+        written.append(len(data))
+        real_write_at(fd, offset, data)
+
+    def atomic_write(target: Path, data: bytes) -> None:
+        new_files.append(len(data))
+        real_atomic_write(target, data)
+
+    monkeypatch.setattr(fileio, "write_at", write_at)
+    monkeypatch.setattr(file_store, "atomic_write", atomic_write)
+    text = "t" * 5000
+
+    def step(i: int) -> ds.Step:
+        if variant == "keys":
+            return ds.Step(f"s{i}", lambda s: {f"k{i}": text})
+        return ds.Step(f"s{i}", lambda s: {"messages": [*s["messages"], text]})
+
+    workflow = ds.Workflow("grow", [step(i) for i in range(200)])
+    final = workflow.run("r", store, input={"messages": []})
+    assert len(final) == (201 if variant == "keys" else 1)
+    assert len(new_files) == 1  # the run's first file, nothing since
+    assert sum(written) < 1.2 * 200 * 5000
+    assert store.file_for("r").stat().st_size < 1.2 * 200 * 5000
+
+
+def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
+    store: ds.FileStore,
+) -> None:
+    """Small steps on a 100 KB state (of a constant size): the file never grows past 4x
+    its snapshot, because a save that would cross that writes a new snapshot instead."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000, "i": 0, "note": "0" * 200}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    target = store.file_for("r")
+    rewrites, inode, snapshot = 0, target.stat().st_ino, target.stat().st_size
+    for i in range(2000):
+        cp = advance(store, cp, {"i": i % 10, "note": f"{i:0200d}"})
+        now = target.stat()
+        if now.st_ino != inode:  # this save wrote a new snapshot
+            rewrites, inode, snapshot = rewrites + 1, now.st_ino, now.st_size
+        assert now.st_size <= 4 * snapshot
+    assert rewrites >= 2
+    assert same(store.load("r"), cp)
+
+
+def last_sizes(store: ds.FileStore, run_id: str = "r") -> Any:
+    data = store.file_for(run_id).read_bytes()
+    return json.loads(journal.scan(data, run_id, "test")[-1].meta).get("sizes")
+
+
+def exact_sizes(cp: ds.Checkpoint) -> list[int]:
+    parts = (dict(cp.state), list(cp.steps), dict(cp.signals))
+    return [len(json.dumps(p, ensure_ascii=False, separators=(",", ":")).encode()) for p in parts]
+
+
+def test_every_record_knows_the_exact_size_of_its_snapshot(store: ds.FileStore) -> None:
+    """The sizes each record carries equal the JSON of the state, step names and signals
+    it adds up to -- kept exact from the changes alone (new keys, replaced values of
+    other lengths, lists extended from empty or not, unicode, new step names, signals),
+    through compactions too."""
+    rng = random.Random(13)
+
+    def value() -> Any:
+        kind = rng.randrange(6)
+        if kind == 0:
+            return "ü" * rng.randrange(30) + '\n"'
+        if kind == 1:
+            return rng.randrange(-(10**6), 10**6)
+        if kind == 2:
+            return rng.random()
+        if kind == 3:
+            return None
+        if kind == 4:
+            return [value() for _ in range(rng.randrange(3))]
+        return {f"k{rng.randrange(5)}": value() for _ in range(rng.randrange(3))}
+
+    cp = store.save(ds.Checkpoint("r", -1, {"log": []}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    for i in range(400):
+        kind = rng.randrange(4)
+        updates: dict[str, Any] = {}
+        if kind == 0:
+            updates = {f"key{rng.randrange(30)}": value()}
+        elif kind == 1:
+            updates = {"log": [*cp.state["log"], *(value() for _ in range(rng.randrange(1, 3)))]}
+        elif kind == 2:
+            updates = {f"n{rng.randrange(9)}": value(), "ключ": [value()]}
+        fields: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            fields = {"step": cp.step + 1, "steps": (*cp.steps, f"s-ü{cp.step + 1}")}
+        if rng.random() < 0.03:
+            fields["signals"] = {**cp.signals, f"sig{i}": value()}
+        cp = advance(store, cp, updates, **fields)
+        assert last_sizes(store) == exact_sizes(cp), i
+    assert store.file_for("r").stat().st_size < 4 * sum(exact_sizes(cp)) + 70_000
+
+
+def test_a_replaced_value_is_not_encoded_again_to_measure_it(
+    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that replaces a big value: the save encodes the new value, and knows what
+    the old one took from when it was encoded -- a save's cost stays that of its update."""
+    cp = store.save(ds.Checkpoint("r", -1, {}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"summary": "a" * 100_000})
+    encoded: list[Any] = []
+    real = journal.dumps
+
+    def dumps(value: Any) -> bytes:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(journal, "dumps", dumps)
+    monkeypatch.setattr(journal, "_escape", lambda s: encoded.append(s) or real(s).decode())
+    cp = advance(store, cp, {"summary": "b" * 90_000})
+    assert "b" * 90_000 in encoded
+    assert "a" * 100_000 not in encoded
+    assert last_sizes(store) == exact_sizes(cp)
+
+
+def test_a_state_that_shrinks_is_compacted_to_its_new_size(store: ds.FileStore) -> None:
+    """A 100 KB value replaced by a small one: the file is rewritten at once, since it
+    holds more than 4x the state (the first record's length would allow 400 KB)."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "b" * 100_000}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    cp = advance(store, cp, {"i": 1})
+    assert store.file_for("r").stat().st_size > 100_000
+    cp = advance(store, cp, {"blob": "small"})
+    assert store.file_for("r").stat().st_size < 2_000
+    for i in range(200):
+        cp = advance(store, cp, {"i": i})
+        assert store.file_for("r").stat().st_size <= journal.COMPACT_MIN + 1_000
+    assert same(ds.FileStore(store.path).load("r"), cp)
+
+
+def test_a_journal_of_the_earlier_version_keeps_its_rule_until_its_next_snapshot(
+    store: ds.FileStore,
+) -> None:
+    """Records without sizes (as the previous version wrote them) load; saves on top
+    append without sizes and compact at 4x the first record, as that version did; the
+    snapshot that compaction writes carries sizes, and so does every record after it."""
+    doc = document.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
+    meta = journal.meta_of(doc)
+    old = journal.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
+    target = store.file_for("r")
+    target.write_bytes(old)
+    loaded = store.load("r")
+    assert loaded is not None
+    cp = replace(loaded, state=frozen_state(loaded.state, "r", stored_as=loaded.etag))
+    cp = advance(store, cp, {"i": 0})
+    assert last_sizes(store) is None
+    inode = target.stat().st_ino
+    for i in range(1, 200):
+        cp = advance(store, cp, {"i": i, f"k{i}": "x" * 500})
+        if target.stat().st_ino != inode:
+            break
+        assert target.stat().st_size <= 4 * len(old)
+    else:
+        raise AssertionError("never compacted")
+    assert last_sizes(store) == exact_sizes(cp)
+    cp = advance(store, cp, {"z": 1})
+    assert last_sizes(store) == exact_sizes(cp)
+    assert same(ds.FileStore(store.path).load("r"), cp)
+
+
+# -- the torn-tail rule ----------------------------------------------------------------------
+
+
+def truncations(saved: list[Saved], records: int) -> Iterator[tuple[int, Saved]]:
+    """Every byte offset within the last ``records`` records, with the save it keeps."""
+    start = saved[-records - 1].end
+    for offset in range(start, saved[-1].end):
+        yield offset, max((s for s in saved if s.end <= offset), key=lambda s: s.end)
+
+
+def test_a_log_cut_at_any_byte_of_its_last_records_loads_the_last_whole_one(
+    store: ds.FileStore, tmp_path: Path
+) -> None:
+    """Cut at every offset inside the last four records, the file loads as the last record
+    that is whole: never an error, never a mix. The next save then cuts the torn bytes off
+    and appends, and a fresh store loads that save."""
+    saved = history(store)
+    data = store.file_for("r").read_bytes()
+    other = ds.FileStore(tmp_path / "other")
+    target = other.file_for("r")
+    checked = 0
+    for offset, keep in truncations(saved, 4):
+        target.write_bytes(data[:offset])
+        assert same(other.load("r"), keep.checkpoint), offset
+        checked += 1
+    assert checked > 400
+    # and a writer that finds a torn tail truncates it before appending
+    torn = (saved[-2].end + saved[-1].end) // 2
+    target.write_bytes(data[:torn])
+    cp = other.load("r")
+    assert cp is not None
+    cp = advance(other, replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag)), {"z": 1})
+    assert same(ds.FileStore(other.path).load("r"), cp)
+    assert target.read_bytes().startswith(data[: saved[-2].end] + journal.RS)
+
+
+@pytest.mark.parametrize(
+    "tail", [b"\x00" * 700, b"\x1e", b"\x1eDSJ1 00000010 00000002\n{}", b"garbage\n" * 3]
+)
+def test_zeros_or_garbage_after_the_last_record_are_a_torn_tail(
+    store: ds.FileStore, tail: bytes
+) -> None:
+    """Bytes after the last whole record that hold no record (zeros of a power cut, a
+    partial header) are discarded by a load and cut off by the next save."""
+    saved = history(store)
+    target = store.file_for("r")
+    with target.open("ab") as f:
+        f.write(tail)
+    fresh = ds.FileStore(store.path)
+    cp = fresh.load("r")
+    assert same(cp, saved[-1].checkpoint)
+    assert cp is not None
+    fresh.save(replace(cp, attempt=cp.attempt + 1, updated_at=None))
+    data = target.read_bytes()
+    new = journal.record_at(data, saved[-1].end)
+    assert new is not None
+    assert new.end == len(data)  # the torn bytes are gone, the new record follows
+    loaded = ds.FileStore(store.path).load("r")
+    assert loaded is not None
+    assert loaded.attempt == cp.attempt + 1
+
+
+def test_damage_before_the_tail_is_corrupt_never_a_rollback(
+    store: ds.FileStore, tmp_path: Path
+) -> None:
+    """A byte changed in any record but the last (HEAD, fields, state or TAIL) makes the
+    run unreadable: CorruptCheckpointError naming where, not the state of an earlier save."""
+    saved = history(store)
+    data = store.file_for("r").read_bytes()
+    other = ds.FileStore(tmp_path / "other")
+    target = other.file_for("r")
+    ends = [s.end for s in saved[:-1]]  # of every record but the last
+    checked = 0
+    for start, end in zip([0, *ends[:-1]], ends, strict=True):
+        for offset in sorted({start, start + 5, start + 30, (start + end) // 2, end - 40, end - 2}):
+            damaged = bytearray(data)
+            damaged[offset] ^= 0x21
+            target.write_bytes(bytes(damaged))
+            with pytest.raises(ds.CorruptCheckpointError, match="unreadable"):
+                other.load("r")
+            checked += 1
+    assert checked >= 6 * (len(saved) - 1) - 2
+    zeroed = bytearray(data)
+    zeroed[saved[1].end : saved[2].end] = bytes(saved[2].end - saved[1].end)
+    target.write_bytes(bytes(zeroed))
+    with pytest.raises(ds.CorruptCheckpointError, match="before records that are intact"):
+        other.load("r")
+
+
+def test_a_damaged_first_record_is_corrupt_even_alone(store: ds.FileStore) -> None:
+    """The snapshot is written whole and renamed, so no crash can tear it: damage there is
+    CorruptCheckpointError, also when it is the file's only record."""
+    store.save(ds.Checkpoint("r", -1, {"v": 1}))
+    target = store.file_for("r")
+    data = bytearray(target.read_bytes())
+    data[-3] ^= 1
+    target.write_bytes(bytes(data))
+    fresh = ds.FileStore(store.path)
+    with pytest.raises(ds.CorruptCheckpointError, match="first record is damaged"):
+        fresh.load("r")
+    with pytest.raises(ds.CorruptCheckpointError):
+        fresh.save(ds.Checkpoint("r", -1, {}))
+
+
+def test_a_changed_byte_in_the_last_record_counts_as_torn(store: ds.FileStore) -> None:
+    """The documented limit of the rule: damage to the last record cannot be told from a
+    save torn by a power cut (whole length, bytes missing), so it loads as the save before."""
+    saved = history(store)
+    target = store.file_for("r")
+    data = bytearray(target.read_bytes())
+    data[saved[-1].end - 100] ^= 0x21
+    target.write_bytes(bytes(data))
+    assert same(ds.FileStore(store.path).load("r"), saved[-2].checkpoint)
+
+
+def test_records_with_valid_checksums_but_bad_fields_are_corrupt(store: ds.FileStore) -> None:
+    """A well-framed record that does not make sense (extends a key that is no list) is
+    damage, whatever its checksums say."""
+    store.save(ds.Checkpoint("r", -1, {"a": 1}))
+    bad = journal.encode(
+        {"schema": 2, "run_id": "r", "status": "running", "step": -1, "attempt": 1},
+        {"extend": {"a": [2]}},
+        "f" * 24,
+    )
+    target = store.file_for("r")
+    target.write_bytes(target.read_bytes() + bad + bad)
+    with pytest.raises(ds.CorruptCheckpointError, match="extends 'a', which is not a list"):
+        store.load("r")
+
+
+# -- what a save reads ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The byte counts the journal reads from files; reading a whole file fails the test."""
+    counts: list[int] = []
+    real_read_at = fileio.read_at
+
+    def read_at(fd: int, offset: int, n: int) -> bytes:
+        counts.append(n)
+        return real_read_at(fd, offset, n)
+
+    def read_all(fd: int) -> bytes:
+        raise AssertionError("a whole file was read")
+
+    monkeypatch.setattr(fileio, "read_at", read_at)
+    monkeypatch.setattr(fileio, "read_all", read_all)
+    return counts
+
+
+def big_run(store: ds.FileStore) -> ds.Checkpoint:
+    """A run with a 1 MB state: a snapshot, then one appended record."""
+    cp = store.save(ds.Checkpoint("r", -1, {"blob": "x" * 1_000_000}))
+    cp = replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag))
+    return advance(store, cp, {"a": 1}, step=0, steps=("a",), workflow="w")
+
+
+def test_a_save_reads_the_files_end_not_the_file(
+    store: ds.FileStore, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that never loaded the run checks the etag from the last record alone; one
+    that wrote it last reads just the TAIL. Neither reads the whole file."""
+    cp = big_run(store)
+    reads.clear()
+    cp = advance(store, cp, {"b": 2})  # the store that wrote it last
+    assert sum(reads) < 200
+    reads.clear()
+    other = ds.FileStore(store.path)  # knows nothing of the run
+    other.save(replace(cp, state=dict(cp.state), attempt=2, updated_at=None))
+    assert sum(reads) < 5_000
+    monkeypatch.undo()
+    loaded = store.load("r")
+    assert loaded is not None
+    assert (loaded.attempt, loaded.state["b"]) == (2, 2)
+
+
+def test_a_listing_reads_the_last_records_fields_not_the_state(
+    store: ds.FileStore, reads: list[int]
+) -> None:
+    """With a 1 MB state, listing a journal reads its TAIL and its fields (a few hundred
+    bytes), never the state."""
+    big_run(store)
+    reads.clear()
+    (info,) = store.list_runs()
+    assert (info.run_id, info.step_name, info.workflow) == ("r", "a", "w")
+    assert info.size > 1_000_000
+    assert sum(reads) < 2_000
+
+
+def test_a_stale_etag_writes_nothing(store: ds.FileStore) -> None:
+    """ConflictError leaves the file byte for byte as it was."""
+    saved = history(store)
+    target = store.file_for("r")
+    before = target.read_bytes()
+    with pytest.raises(ds.ConflictError):
+        store.save(replace(saved[-2].checkpoint, attempt=9, updated_at=None))
+    assert target.read_bytes() == before
+
+
+def test_a_record_too_large_for_its_length_field_is_refused_before_io(
+    store: ds.FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's lengths have 8 hex digits (4 GiB); a larger one is StateTooLargeError,
+    and the stored checkpoint stays as it was (the limit is lowered here to test it)."""
+    cp = store.save(ds.Checkpoint("r", -1, {"a": 1}))
+    before = store.file_for("r").read_bytes()
+    monkeypatch.setattr(journal, "MAX_RECORD", 1000)
+    with pytest.raises(ds.StateTooLargeError, match="does not fit a FileStore record"):
+        store.save(replace(cp, state={"a": "x" * 2000}))
+    assert store.file_for("r").read_bytes() == before

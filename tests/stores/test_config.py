@@ -1,0 +1,264 @@
+"""store_from_env(): the configuration table, its errors, and the import-time promise."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+import durable_steps as ds
+from durable_steps.stores.config import _settings, describe
+
+
+def test_default_is_a_file_store_in_dot_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing set, the store is FileStore('.durable') (here: in tmp_path, not in
+    the checkout the tests run from)."""
+    monkeypatch.chdir(tmp_path)
+    store = ds.store_from_env({})
+    assert (tmp_path / ".durable" / "runs").is_dir()
+    assert isinstance(store, ds.FileStore)
+    assert store.path == Path(".durable")
+
+
+def test_file_path_and_memory(tmp_path: Path) -> None:
+    """DURABLE_FILE_PATH moves the file store; DURABLE_STORE=memory gives a MemoryStore."""
+    store = ds.store_from_env({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path)})
+    assert isinstance(store, ds.FileStore)
+    assert store.path == tmp_path
+    assert isinstance(ds.store_from_env({"DURABLE_STORE": "memory"}), ds.MemoryStore)
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "says"),
+    [
+        ({"DURABLE_STORE": "redis"}, "DURABLE_STORE", "file, cosmos, memory"),
+        ({"DURABLE_STORE": "cosmos"}, "COSMOS_ENDPOINT", "https://ACCOUNT.documents.azure.com"),
+        (
+            {"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "acct.documents.azure.com"},
+            "COSMOS_ENDPOINT",
+            "is not a URL",
+        ),
+        (
+            {
+                "DURABLE_STORE": "cosmos",
+                "COSMOS_ENDPOINT": "https://a/",
+                "COSMOS_VERIFY_TLS": "nah",
+            },
+            "COSMOS_VERIFY_TLS",
+            "true (default) or false",
+        ),
+    ],
+    ids=["unknown-backend", "no-endpoint", "endpoint-not-url", "bad-verify"],
+)
+def test_bad_configuration_names_the_variable(
+    env: dict[str, str], variable: str, says: str
+) -> None:
+    """A bad value raises ConfigurationError naming the variable and the accepted values."""
+    for factory in (ds.store_from_env, ds.async_store_from_env):
+        with pytest.raises(ds.ConfigurationError) as err:
+            factory(env)
+        assert err.value.variable == variable
+        assert variable in str(err.value)
+        assert says in str(err.value)
+
+
+COSMOS = {"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/"}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, False), ("", False), ("true", True), ("1", True), (" ON ", True), ("no", False)],
+)
+def test_create_if_missing_is_a_boolean_defaulting_to_false(
+    value: str | None, expected: bool
+) -> None:
+    """COSMOS_CREATE_IF_MISSING (emulators only) is off unless set to a true value."""
+    env = COSMOS if value is None else {**COSMOS, "COSMOS_CREATE_IF_MISSING": value}
+    assert describe(env)["create_if_missing"] is expected
+
+
+@pytest.mark.parametrize("variable", ["COSMOS_CREATE_IF_MISSING", "COSMOS_VERIFY_TLS"])
+def test_a_malformed_boolean_names_the_variable_and_the_accepted_values(variable: str) -> None:
+    """A boolean variable that is not one says which and what it accepts."""
+    for factory in (ds.store_from_env, ds.async_store_from_env):
+        with pytest.raises(ds.ConfigurationError) as err:
+            factory({**COSMOS, variable: "maybe"})
+        assert err.value.variable == variable
+        assert f"{variable}='maybe' is not a boolean; use " in str(err.value)
+        assert "also accepted: true/1/yes/on and false/0/no/off" in str(err.value)
+
+
+KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {
+            "COSMOS_ENDPOINT": f"AccountEndpoint=https://a.documents.azure.com:443/;AccountKey={KEY};"
+        },
+        {"COSMOS_ENDPOINT": KEY},
+        {"COSMOS_VERIFY_TLS": KEY},
+        {"COSMOS_CREATE_IF_MISSING": KEY},
+        {"DURABLE_STORE": KEY},
+    ],
+    ids=["connection-string", "key-as-endpoint", "key-as-verify", "key-as-create", "key-as-store"],
+)
+def test_a_configuration_error_never_repeats_a_key(env: dict[str, str]) -> None:
+    """A key put where it does not belong (a connection string in COSMOS_ENDPOINT, a
+    key in the wrong variable) fails naming the variable, without repeating the key."""
+    with pytest.raises(ds.ConfigurationError) as err:
+        ds.store_from_env({**COSMOS, **env})
+    assert err.value.variable in env
+    assert KEY not in str(err.value) and KEY[:20] not in str(err.value)
+    assert "not repeated here" in str(err.value)
+
+
+def test_a_key_is_passed_without_surrounding_whitespace() -> None:
+    """A key read from a mounted secret often ends in a newline; it is stripped, and a
+    blank key means Entra ID."""
+    assert _settings({**COSMOS, "COSMOS_KEY": f" {KEY}\n"})["key"] == KEY
+    assert describe({**COSMOS, "COSMOS_KEY": " \n"})["auth"].startswith("Entra ID")
+
+
+def test_import_does_not_load_azure_or_the_cli() -> None:
+    """`import durable_steps` imports no Azure SDK and no CLI library."""
+    code = (
+        "import sys, durable_steps; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('azure', 'click', 'rich')]; "
+        "print(bad); sys.exit(bool(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_cosmos_without_the_extra_names_the_install_command() -> None:
+    """Asking for Cosmos when azure-cosmos is missing says: pip install 'durable-steps[cosmos]'."""
+    code = (
+        "import sys; sys.modules['azure.cosmos'] = None; import durable_steps as ds\n"
+        "try:\n  ds.store_from_env({'DURABLE_STORE': 'cosmos', "
+        "'COSMOS_ENDPOINT': 'https://a.documents.azure.com/'})\n"
+        "except ds.DurableError as e: print(e)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'durable-steps[cosmos]'" in out.stdout
+
+
+HIDE_AZURE = (
+    "import sys\n"
+    "for m in ('azure', 'azure.cosmos', 'azure.identity', 'azure.core'): sys.modules[m] = None\n"
+)
+
+
+def test_without_the_extra_the_package_surface_still_works() -> None:
+    """Without azure-cosmos: `from durable_steps import *` and hasattr work; using a
+    Cosmos store (the class, store_from_env, async_store_from_env) raises
+    MissingExtraError -- a ConfigurationError and an ImportError -- with the exact
+    install command; nothing of Azure is imported."""
+    code = HIDE_AZURE + textwrap.dedent(
+        """
+        from durable_steps import *
+        import durable_steps as ds
+        assert hasattr(ds, "CosmosStore") and hasattr(ds, "AsyncCosmosStore")
+        assert not isinstance(MemoryStore(), CosmosStore)
+        env = {"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "https://a.documents.azure.com/"}
+        for use in (lambda: CosmosStore("https://a/"), lambda: ds.AsyncCosmosStore("https://a/"),
+                    lambda: ds.store_from_env(env), lambda: ds.async_store_from_env(env)):
+            try:
+                use()
+            except ImportError as e:
+                assert isinstance(e, ds.MissingExtraError) and isinstance(e, ds.ConfigurationError)
+                print(e)
+        loaded = [m for m, v in sys.modules.items() if m.startswith("azure") and v is not None]
+        assert loaded == [], loaded
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4
+    assert all(line.endswith(": pip install 'durable-steps[cosmos]'") for line in lines), lines
+    assert lines[0].startswith("CosmosStore: the Cosmos DB store needs the [cosmos] extra")
+
+
+def test_public_names_are_pinned(tmp_path: Path) -> None:
+    """The public surface changes only on purpose."""
+    assert sorted(ds.__all__) == sorted(
+        [
+            "AsyncCosmosStore",
+            "AsyncFileStore",
+            "AsyncMemoryStore",
+            "AsyncStore",
+            "Checkpoint",
+            "ConfigurationError",
+            "ConflictError",
+            "CorruptCheckpointError",
+            "CosmosStore",
+            "DurableError",
+            "FileStore",
+            "InvalidRunIdError",
+            "InvalidStateError",
+            "LeaseLostError",
+            "MemoryStore",
+            "MissingExtraError",
+            "Recovered",
+            "Retry",
+            "RunInfo",
+            "RunLeasedError",
+            "RunNotFoundError",
+            "RunWaiting",
+            "StateTooLargeError",
+            "Step",
+            "StepContext",
+            "StepMismatchError",
+            "Store",
+            "StoreError",
+            "Workflow",
+            "__version__",
+            "async_store_from_env",
+            "current_step",
+            "recover",
+            "recover_async",
+            "run",
+            "run_async",
+            "send_signal",
+            "send_signal_async",
+            "store_from_env",
+            "wait_for_signal",
+        ]
+    )
+    for name in ds.__all__:
+        assert getattr(ds, name) is not None
+    assert isinstance(ds.FileStore(tmp_path), ds.Store)
+    assert isinstance(ds.AsyncFileStore(tmp_path), ds.AsyncStore)
+
+
+def test_package_metadata_tells_the_truth() -> None:
+    """The declared license is the LICENSE file's, and the Python versions the package
+    claims are the ones CI tests, from requires-python up."""
+    root = Path(__file__).parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    license_text = (root / "LICENSE").read_text()
+    assert project["license"] == "MIT"
+    assert (
+        license_text.startswith("MIT License\n") and "Permission is hereby granted" in license_text
+    )
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
+    claimed = [
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
+    ci = yaml.safe_load((root / ".github/workflows/ci.yml").read_text())
+    tested = ci["jobs"]["test"]["strategy"]["matrix"]["python"]
+    assert claimed == tested
+    assert project["requires-python"] == f">={claimed[0]}"
+    assert project["authors"] and project["keywords"]

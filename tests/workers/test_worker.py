@@ -1,0 +1,213 @@
+"""`durable-steps worker`: a real worker process recovering runs, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+
+from ..helpers.clitools import CLEAN, SCRIPT
+from ..helpers.waiting import wait_until
+
+FLOWS = textwrap.dedent(
+    """
+    import os, time
+    import durable_steps as ds
+
+    def effect(name):
+        def fn(state):
+            ctx = ds.current_step()
+            with open(os.environ["EFFECTS"], "a") as f:
+                f.write(f"{ctx.run_id}:{name}:{ctx.attempt}\\n")
+            release = os.environ.get("RELEASE")
+            while name == "slow" and release and not os.path.exists(release):
+                time.sleep(0.01)
+            return {name: True}
+        return ds.Step(name, fn)
+
+    REPORT = ds.Workflow("report", [effect("a"), effect("slow"), effect("c")])
+    OTHER = ds.Workflow("other", [effect("x")])
+    WORKFLOWS = [REPORT, OTHER]
+    """
+)
+
+
+@pytest.fixture(params=["file", "cosmos-local"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "flows.py").write_text(FLOWS)
+    base = {"EFFECTS": str(tmp_path / "effects")}
+    if request.param == "file":
+        return {**base, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
+    return {**base, **request.getfixturevalue("cosmos_local").env()}
+
+
+_started: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test() -> Iterator[None]:
+    """A test that fails before its worker exits must not leave it running (a worker
+    waits for its release file forever)."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def worker(env: dict[str, str], cwd: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
+    """The worker in a process of its own; its stderr also goes to cwd/worker.err. It runs
+    in ``cwd`` and imports the durable_steps under test (not whatever a relative
+    PYTHONPATH or the shared editable install would give there: ``CLEAN``'s is absolute)."""
+    with (cwd / "worker.err").open("w") as errors:
+        proc = subprocess.Popen(
+            [SCRIPT, "worker", *args],
+            env={**CLEAN, **env, **extra},
+            cwd=cwd,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+    _started.append(proc)
+    return proc
+
+
+def stderr_of(cwd: Path) -> str:
+    return (cwd / "worker.err").read_text()
+
+
+def seed(store: Any, run_id: str, workflow: str | None, **kw: Any) -> None:
+    """A run whose worker died after step 0 (its lease long expired)."""
+    fields = {"owner": "dead-worker", "lease_expires": time.time() - 60, **kw}
+    store.save(ds.Checkpoint(run_id, 0, {"a": True}, steps=("a",), workflow=workflow, **fields))
+
+
+def test_worker_once_recovers_orphans_and_leaves_the_rest(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """`worker flows:WORKFLOWS --once` resumes the orphaned runs of its workflows, prints a
+    line per run, exits 0, and leaves waiting, failed and unknown-workflow runs alone."""
+    store = ds.store_from_env(env)
+    for i in range(3):
+        seed(store, f"{run_id}-{i}", "report")
+    seed(store, f"{run_id}-waiting", "report", status="waiting", waiting_for="ok")
+    seed(store, f"{run_id}-failed", "report", status="failed")
+    seed(store, f"{run_id}-unknown", "somebody-else")
+    proc = worker(env, tmp_path, "flows:WORKFLOWS", "--once", "--concurrency", "2")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    for i in range(3):
+        assert f"run {run_id}-{i} (report): completed" in out
+        assert store.load(f"{run_id}-{i}").status == "completed"
+    for rest in ("waiting", "failed", "unknown"):
+        assert f"{run_id}-{rest}" not in out
+        assert store.load(f"{run_id}-{rest}").step == 0
+    effects = (tmp_path / "effects").read_text().split()
+    expected = [f"{run_id}-{i}:{s}" for i in range(3) for s in ("slow:2", "c:1")]
+    assert sorted(effects) == sorted(expected)  # slow: resumed after its worker died
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_lets_the_step_finish_releases_the_lease_and_exits_0(
+    env: dict[str, str], tmp_path: Path, run_id: str, signum: signal.Signals
+) -> None:
+    """SIGTERM (or SIGINT) while a run is in a step: the worker starts nothing new, lets
+    that step finish, saves it, releases the lease at the step boundary and exits 0; a
+    later worker completes the run, starting the next step as its first attempt."""
+    store = ds.store_from_env(env)
+    seed(store, run_id, "report")
+    release = tmp_path / "release"
+    proc = worker(env, tmp_path, "flows:REPORT", "--interval", "0.2", RELEASE=str(release))
+    effects = tmp_path / "effects"
+    wait_until(lambda: effects.exists() and f"{run_id}:slow" in effects.read_text(), "the step")
+    proc.send_signal(signum)
+    wait_until(lambda: f"{signum.name}: stopping" in stderr_of(tmp_path), "the worker to see it")
+    assert proc.poll() is None  # still finishing the step
+    release.touch()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    assert f"run {run_id}: released at a step boundary" in out
+    cp = store.load(run_id)
+    assert (cp.step, cp.status, cp.owner, cp.lease_expires) == (1, "running", None, None)
+    again = worker(env, tmp_path, "flows:REPORT", "--once")
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr_of(tmp_path)
+    assert f"run {run_id} (report): completed" in out
+    assert effects.read_text().split() == [f"{run_id}:slow:2", f"{run_id}:c:1"]
+
+
+def test_concurrency_bounds_the_runs_in_progress(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """With --concurrency 2 and three orphaned runs whose step blocks, two run at once and
+    the third waits for a free slot; all three complete."""
+    store = ds.store_from_env(env)
+    ids = [f"{run_id}-{i}" for i in range(3)]
+    for rid in ids:
+        seed(store, rid, "report")
+    release = tmp_path / "release"
+    proc = worker(
+        env, tmp_path, "flows:REPORT", "--once", "--concurrency", "2", RELEASE=str(release)
+    )
+    effects = tmp_path / "effects"
+
+    def in_slow() -> list[str]:
+        text = effects.read_text() if effects.exists() else ""
+        return [rid for rid in ids if f"{rid}:slow" in text]
+
+    wait_until(lambda: len(in_slow()) == 2, "two runs to be in their slow step")
+    (waiting,) = [rid for rid in ids if rid not in in_slow()]
+    assert store.load(waiting).owner == "dead-worker"  # not claimed: no free slot
+    release.touch()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    assert all(f"run {rid} (report): completed" in out for rid in ids)
+
+
+def test_the_worker_keeps_looking_for_runs_to_recover(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """Without --once the worker lists again every --interval seconds: a run orphaned
+    after it started is recovered too; SIGTERM then stops it with exit 0."""
+    store = ds.store_from_env(env)
+    seed(store, f"{run_id}-early", "report")
+    proc = worker(env, tmp_path, "flows:WORKFLOWS", "--interval", "0.2")
+    wait_until(lambda: store.load(f"{run_id}-early").status == "completed", "the first run")
+    seed(store, f"{run_id}-late", "report")
+    wait_until(lambda: store.load(f"{run_id}-late").status == "completed", "the later run")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    assert out.splitlines() == [
+        f"run {run_id}-early (report): completed",
+        f"run {run_id}-late (report): completed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("flows", "is not MODULE:ATTR"),
+        ("no_such_module:X", "cannot import 'no_such_module'"),
+        ("flows:NOPE", "has no attribute 'NOPE'"),
+        ("flows:effect", "not a Workflow"),
+    ],
+)
+def test_a_bad_target_is_one_clear_line(tmp_path: Path, target: str, says: str) -> None:
+    """A target that is not MODULE:ATTR of Workflows exits 1 with one line saying why."""
+    (tmp_path / "flows.py").write_text(FLOWS)
+    proc = worker({"DURABLE_FILE_PATH": str(tmp_path / "s")}, tmp_path, target, "--once")
+    proc.communicate(timeout=60)
+    err = stderr_of(tmp_path)
+    assert proc.returncode == 1
+    assert says in err
+    assert len(err.strip().splitlines()) == 1, err
