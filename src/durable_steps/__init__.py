@@ -6,10 +6,14 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
+from .runner.journal import call, call_async
+from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step
+from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
 from .seam.errors import (
     ConfigurationError,
@@ -20,9 +24,12 @@ from .seam.errors import (
     InvalidStateError,
     LeaseLostError,
     MissingExtraError,
+    RunCancelledError,
+    RunFailedError,
     RunLeasedError,
     RunNotFoundError,
     RunWaiting,
+    SignalTimeoutError,
     StateTooLargeError,
     StepMismatchError,
     StoreError,
@@ -63,10 +70,13 @@ __all__ = [
     "MissingExtraError",
     "Recovered",
     "Retry",
+    "RunCancelledError",
+    "RunFailedError",
     "RunInfo",
     "RunLeasedError",
     "RunNotFoundError",
     "RunWaiting",
+    "SignalTimeoutError",
     "StateTooLargeError",
     "Step",
     "StepContext",
@@ -76,6 +86,10 @@ __all__ = [
     "Workflow",
     "__version__",
     "async_store_from_env",
+    "call",
+    "call_async",
+    "cancel_run",
+    "cancel_run_async",
     "current_step",
     "recover",
     "recover_async",
@@ -83,7 +97,11 @@ __all__ = [
     "run_async",
     "send_signal",
     "send_signal_async",
+    "sleep",
+    "sleep_until",
     "store_from_env",
+    "wait_for_result",
+    "wait_for_result_async",
     "wait_for_signal",
 ]
 

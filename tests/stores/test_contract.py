@@ -398,12 +398,17 @@ def test_changed_completed_steps_raise_mismatch(
     assert backend.store.load(run_id) == before
 
 
-def test_appended_steps_run_after_a_completed_run(backend: Backend, run_id: str) -> None:
-    """Appending steps to a completed run runs only the new ones."""
+def test_a_completed_run_is_final_even_when_steps_are_appended(
+    backend: Backend, run_id: str
+) -> None:
+    """A completed run returns its final state and runs nothing, also when its step list
+    has grown since: it stays completed (what wait_for_result saw stays true)."""
     c = Counter()
-    ds.run(run_id, [c.step("a"), c.step("b")], backend.store)
-    assert ds.run(run_id, [c.step("a"), c.step("b"), c.step("c")], backend.store)["c"] == 2
-    assert c.calls == ["a", "b", "c"]
+    final = ds.run(run_id, [c.step("a"), c.step("b")], backend.store)
+    assert ds.run(run_id, [c.step("a"), c.step("b"), c.step("c")], backend.store) == final
+    assert "c" not in final and c.calls == ["a", "b"]
+    cp = backend.store.load(run_id)
+    assert cp is not None and (cp.status, cp.steps) == ("completed", ("a", "b"))
 
 
 def test_steps_cannot_corrupt_state_through_what_they_get(backend: Backend, run_id: str) -> None:

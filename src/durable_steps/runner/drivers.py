@@ -2,7 +2,8 @@
 
 A driver executes the program's requests (``requests``: ``Load``, ``Save``, ``Call``,
 ``Sleep``) against a store and resumes the program with each result, or throws
-the exception in. Saves go through the run's ``LeaseKeeper`` (``lease_keeper``), which saves
+the exception in. While a step runs, its calls (``journal``) save through the same
+driver. Saves go through the run's ``LeaseKeeper`` (``lease_keeper``), which saves
 on top of the run's latest write. While a step runs or a retry pauses, the
 driver's heartbeat renews the lease every ``lease / 3`` seconds -- a thread for
 ``run``, a task for ``run_async`` -- taking turns with the saves under one lock.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..seam.store import AsyncStore, Store
@@ -36,16 +37,18 @@ def run(
     steps: Sequence[Step],
     store: Store,
     *,
+    input: Mapping[str, Any] | None = None,
     lease: float = 60.0,
     owner: str | None = None,
 ) -> dict[str, Any]:
     """Run ``steps`` under ``run_id``, resuming after the last checkpointed step.
 
+    ``input``: the initial state of a fresh run (a JSON object; ignored on resume);
     ``lease``: seconds the run is held for this worker without a save or a
     heartbeat; ``owner``: a stable id for this worker (default: unique per call).
     """
     _sync_only(store)
-    return drive(RunProgram(run_id, steps, lease=lease, owner=owner), store)
+    return drive(RunProgram(run_id, steps, lease=lease, owner=owner, input=input), store)
 
 
 async def run_async(
@@ -53,12 +56,14 @@ async def run_async(
     steps: Sequence[Step],
     store: AsyncStore,
     *,
+    input: Mapping[str, Any] | None = None,
     lease: float = 60.0,
     owner: str | None = None,
 ) -> dict[str, Any]:
     """``run`` for asyncio: steps may be ``async def`` or plain functions."""
     _async_only(store)
-    return await drive_async(RunProgram(run_id, steps, lease=lease, owner=owner), store)
+    program = RunProgram(run_id, steps, lease=lease, owner=owner, input=input)
+    return await drive_async(program, store)
 
 
 def _sync_only(store: object) -> None:
@@ -114,6 +119,8 @@ def _not_async(op: Call, result: object) -> None:
 class SyncDriver:
     """Blocking I/O, and a heartbeat thread that renews the lease during steps."""
 
+    is_async = False
+
     def __init__(self, r: RunProgram, store: Store) -> None:
         self.r, self.keep, self.io = r, LeaseKeeper(r), plain(store)
         self.lock = threading.Lock()
@@ -135,6 +142,7 @@ class SyncDriver:
         return result
 
     def call(self, op: Call) -> Any:
+        op.context.journal.driver = self  # the step's calls save through this driver
         token = _current.set(op.context)
         try:
             with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
@@ -157,6 +165,8 @@ class SyncDriver:
 class AsyncDriver:
     """Awaited I/O, a heartbeat task per step, and saves that finish despite
     cancellation."""
+
+    is_async = True
 
     def __init__(self, r: RunProgram, store: AsyncStore) -> None:
         self.r, self.keep, self.io = r, LeaseKeeper(r), AsyncIO(store)
@@ -194,6 +204,7 @@ class AsyncDriver:
         return result
 
     async def call(self, op: Call) -> Any:
+        op.context.journal.driver = self  # the step's calls save through this driver
         token = _current.set(op.context)
         try:
             with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):

@@ -1,16 +1,19 @@
 """Keeping a claimed run's lease: its saves and its heartbeat, on top of the latest write.
 
 While a run holds its lease, two writers share it: the run's own saves (a step's
-result, a retry, a release) and its heartbeat, which renews ``lease_expires``
+result, a recorded call, a retry, a release) and its heartbeat, which renews ``lease_expires``
 every ``lease / 3`` seconds while a step runs or a retry pauses. The driver lets
 only one of them save at a time (a lock), and both save on top of ``latest`` --
 the last checkpoint this run wrote -- so each is conditional on the other's last
 write and on nobody else's. One more writer is welcome: ``send_signal`` may add
 a signal while we hold the lease. A save that meets such a delivery reloads,
-takes the signals over, and saves again. Any other change means someone took
-the lease: the run's own save raises ``ConflictError`` (which the runner turns
-into ``LeaseLostError``), and a heartbeat marks the lease ``lost`` so that the
-step's result is not saved (``run_async`` also cancels the step).
+takes the signals over, and saves again. A run cancelled meanwhile
+(``cancel_run``) raises ``RunCancelledError``, one deleted meanwhile a
+``LeaseLostError`` that says so; any other change means someone took the lease:
+the run's own save raises ``ConflictError`` (which the runner turns into
+``LeaseLostError``). A heartbeat that meets any of these marks the run ``lost``,
+so that the step's result is not saved and no other call starts (``run_async``
+also cancels the step).
 
 Both are programs like the runner's (they yield ``Load`` and ``Save`` and are
 resumed with the result), so ``run`` and ``run_async`` share them.
@@ -23,9 +26,11 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from ..seam.errors import ConflictError, DurableError, LeaseLostError
+from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
 from ..seam.state import freeze, mark_stored
 from ..seam.store import Checkpoint, evolve
+from . import checkpoints as cps
+from .claim import cancelled
 from .requests import Load, Request, Save
 from .run import RunProgram
 from .telemetry import log
@@ -41,8 +46,9 @@ class LeaseKeeper:
         self.r = r
         self.latest: Checkpoint | None = None
         """The last checkpoint this run wrote (or absorbed), as the store holds it."""
-        self.lost: LeaseLostError | None = None
-        """Set by a heartbeat that found another owner: nothing more is saved."""
+        self.lost: LeaseLostError | RunCancelledError | None = None
+        """Set by a heartbeat that found another owner, or the run cancelled or
+        deleted: nothing more is saved, no other call starts."""
         self.closed = False
 
     def save(self, cp: Checkpoint) -> Generator[Request, Any, Checkpoint]:
@@ -63,7 +69,7 @@ class LeaseKeeper:
                 continue
             self.latest = _stored(cp, saved)
             return self.latest
-        raise self.r.lost()
+        raise cps.lost(self.r.run_id, cp.step + 1)
 
     def renew(self) -> Generator[Request, Any, None]:
         """One heartbeat: renew the lease if the run still holds it. A conflict marks
@@ -75,8 +81,10 @@ class LeaseKeeper:
         try:
             with self.r.obs.save(renewal, beat=True):
                 yield from self.save(renewal)
+        except (LeaseLostError, RunCancelledError) as exc:
+            self.lost = exc
         except ConflictError as exc:
-            self.lost = self.r.lost()
+            self.lost = cps.lost(self.r.run_id, cp.step + 1)
             self.lost.__cause__ = exc
         except DurableError as exc:
             log.warning("run %r: heartbeat failed: %s", self.r.run_id, exc)
@@ -87,22 +95,31 @@ def _ours(cp: Checkpoint, r: RunProgram) -> bool:
 
 
 def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
-    """``cp`` to be saved over ``latest``: its etag, and every signal delivered
-    meanwhile (signals are only ever added)."""
+    """``cp`` to be saved over ``latest``: its etag, every signal delivered meanwhile
+    (signals are only ever added), and while the same step runs, every record of its
+    journal saved meanwhile (calls gathered under ``run_async`` record concurrently,
+    each on the run's checkpoint as it was when it began)."""
     if latest is None:
         return cp
     if latest.signals.keys() - cp.signals.keys():
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
+    if cp.step == latest.step and latest.calls and cp.calls is not latest.calls:
+        cp = evolve(cp, calls=cps.merge_calls(latest.calls, cp.calls))
     return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
 
 
 def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
     """When the only change since ``latest`` is delivered signals (send_signal saved
     while we held the lease), ``latest`` as it now is in the store; else None: the
-    lease was lost."""
+    lease was lost. A run deleted or cancelled meanwhile raises what says so."""
+    if stored is None:
+        raise cps.deleted(latest.run_id, latest.step + 1)
+    if stored.status == "cancelled":
+        log.warning("run %r was cancelled while it ran; step not saved", latest.run_id)
+        raise cancelled(latest.run_id, stored.cancel_reason)
     same = ("owner", "lease_expires", "step", "steps", "attempt", "status")
-    if stored is None or any(getattr(stored, f) != getattr(latest, f) for f in same):
+    if any(getattr(stored, f) != getattr(latest, f) for f in same):
         return None
     if latest.signals.keys() - stored.signals.keys():
         return None

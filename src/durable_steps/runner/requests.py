@@ -3,7 +3,8 @@ to do.
 
 The semantics of a run (``run``), of keeping its lease (``lease_keeper``) and of
 delivering a signal (``signals``) are generators free of I/O: each yields a
-``Request`` -- ``Load``, ``Save``, ``Call`` a step, ``Sleep`` -- and is resumed
+``Request`` -- ``Load``, ``Save``, ``Call`` a step, ``Sleep``, ``Info`` (a run's
+metadata) -- and is resumed
 with its result, or has its exception thrown in. ``execute`` and ``execute_async``
 run such a program to its end, doing each request with a given function:
 ``store_io``'s for loads, saves and sleeps against a blocking or an async store,
@@ -48,10 +49,17 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-Request = Load | Save | Call | Sleep
+class Info(NamedTuple):
+    """The run's ``RunInfo`` (its metadata, not its state), or None."""
+
+    run_id: str
 
 
-def execute(program: Generator[Request, Any, T], do: Callable[[Request], Any]) -> T:
+Request = Load | Save | Call | Sleep | Info
+R = TypeVar("R")
+
+
+def execute(program: Generator[R, Any, T], do: Callable[[R], Any]) -> T:
     """Run ``program`` to its end, doing each request with ``do``."""
     value: Any = None
     error: BaseException | None = None
@@ -67,9 +75,7 @@ def execute(program: Generator[Request, Any, T], do: Callable[[Request], Any]) -
             error = exc
 
 
-async def execute_async(
-    program: Generator[Request, Any, T], do: Callable[[Request], Awaitable[Any]]
-) -> T:
+async def execute_async(program: Generator[R, Any, T], do: Callable[[R], Awaitable[Any]]) -> T:
     """``execute`` for asyncio."""
     value: Any = None
     error: BaseException | None = None

@@ -1,16 +1,20 @@
 """The runner: load the checkpoint, claim the run, run the remaining steps, save after each.
 
-``run(run_id, steps, store)`` loads the run's checkpoint. A live lease of another
-worker raises ``RunLeasedError``; a run waiting for a signal that has not come
-raises ``RunWaiting``; a completed run returns its state. Otherwise the run is
-claimed -- one conditional save records this worker as owner until now +
-``lease`` -- and each remaining step runs on the state so far (read-only) and
-returns its updates, which are merged and saved with the lease renewed. A step
-that raises is retried as its ``Retry`` says, then the run is saved as
-``failed``; a step that waits for a signal saves the run as ``waiting``; either
-way, and on cancellation, the lease is released and the exception propagates.
-A save that finds another writer means the lease was lost: ``LeaseLostError``,
-and that step's result is not saved.
+``run(run_id, steps, store)`` loads the run's checkpoint and claims it (``claim``: a
+live lease of another worker, a cancelled run, a waiting run that is not due and a
+step list that no longer fits raise before anything runs; a completed run returns
+its state) -- one conditional save records this worker as owner until now +
+``lease``. Then each remaining step runs on the state so far (read-only) and
+returns its updates, which are merged and saved with the lease renewed. Inside a
+step, each ``call``, ``sleep`` and ``wait_for_signal`` is numbered in the step's
+journal (``journal``); a finished call is a save of its own (``record``), so a step
+that runs again replays its finished calls instead of making them again. A step
+that raises is retried as its ``Retry`` says, then the run is saved as ``failed``;
+a step that waits for a signal or sleeps saves the run as ``waiting``; either way,
+and on cancellation, the lease is released and the exception propagates. A save
+that finds another writer means the lease was lost (``LeaseLostError``) or the run
+was cancelled (``RunCancelledError``): that step's result is not saved. What each
+of those checkpoints holds is ``checkpoints``'.
 
 All of that lives once, in ``RunProgram.program``: a generator that yields what it
 needs done -- load, save, call a step, sleep -- and is resumed with the result.
@@ -24,22 +28,21 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..seam.errors import (
     ConflictError,
-    DurableError,
     LeaseLostError,
-    RunLeasedError,
-    RunWaiting,
-    StepMismatchError,
+    RunCancelledError,
     StopRequested,
     Suspend,
 )
-from ..seam.lease import default_owner, lease_holder
+from ..seam.lease import default_owner
 from ..seam.state import FrozenState, freeze, frozen_state, thaw
 from ..seam.store import Checkpoint, check_name, check_run_id, evolve
+from . import checkpoints as cps
+from .claim import claim_for
+from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
 from .retry import NEVER_RETRIED, ONCE
 from .step import Step, StepContext
@@ -93,7 +96,7 @@ class RunProgram:
         try:
             for i, step in self.pending():
                 if self.stop():
-                    self.cp = yield from self.save(self.stopped())
+                    self.cp = yield from self.save(cps.stopped(self.cp))
                     raise StopRequested(
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
@@ -104,9 +107,9 @@ class RunProgram:
         except BaseException as exc:
             # Whatever went wrong (a store error, an interrupt during a save), give the
             # lease back so that the next run need not wait for it to expire.
-            if self.holding and not self.lost_lease(exc):
+            if self.holding and not self.lost(exc):
                 try:
-                    self.cp = yield Save(self.released())
+                    self.cp = yield Save(cps.released(self.cp))
                 except Exception as release_failed:
                     exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
             raise
@@ -119,7 +122,7 @@ class RunProgram:
         while True:
             loaded = yield Load(self.run_id)
             self.obs.loaded(loaded)
-            claim = self.resume(loaded)
+            claim = self.first_claim() if loaded is None else self.claim_of(loaded)
             if claim is None:
                 return False
             try:
@@ -139,19 +142,18 @@ class RunProgram:
     def attempts(self, i: int, step: Step) -> Generator[Request, Any, Checkpoint]:
         """Run step i until it returns (retrying as its Retry says) and save its result."""
         while True:
-            ctx = StepContext(self.run_id, i, step.name, self.cp.attempt, self.cp.signals)
+            cp = self.cp
+            journal = Journal(self, cp.calls)
+            ctx = StepContext(
+                self.run_id, i, step.name, cp.attempt, cp.signals, cp.first_attempt, None, journal
+            )
             try:
                 done = self.completed(i, step, (yield Call(step, ctx, self.state)))
             except Suspend as wait:
-                self.cp = yield from self.save(self.waiting(wait.signal))
-                self.obs.step_ended(wait)
-                if wait.signal not in self.cp.signals:
-                    raise self.suspended(i, step, wait.signal) from None
-                # The signal came while the step suspended: take the run back, go on.
-                self.cp = yield from self.save(self.woken())
-                continue
+                if (yield from self.suspend(i, step, wait)):
+                    continue
             except BaseException as exc:
-                if self.lost_lease(exc) or isinstance(exc, GeneratorExit):
+                if self.lost(exc) or isinstance(exc, GeneratorExit):
                     raise
                 if (yield from self.retried(i, step, exc)):
                     continue
@@ -160,6 +162,16 @@ class RunProgram:
             self.obs.step_ended(None)
             return saved
 
+    def suspend(self, i: int, step: Step, wait: Suspend) -> Generator[Request, Any, bool]:
+        """Step i waits: the run saved as waiting, its lease released. True when the
+        signal came meanwhile and the run was taken back: the step runs again now."""
+        self.cp = yield from self.save(cps.waiting(self.cp, wait))
+        self.obs.step_ended(wait)
+        if wait.signal is None or wait.signal not in self.cp.signals:
+            raise cps.suspended(self.run_id, i, step, wait) from None
+        self.cp = yield from self.save(cps.woken(self.cp, self.held()))
+        return True
+
     def retried(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, bool]:
         """Whether step i, failed with ``exc``, is tried again: if so, the next attempt
         is saved (so a crash during the pause counts too) and the pause taken."""
@@ -167,7 +179,7 @@ class RunProgram:
         used = self.cp.attempt - self.cp.first_attempt + 1
         if not retry.retries(exc, used):
             return False
-        self.cp = yield from self.save(self.retrying(i, exc))
+        self.cp = yield from self.save(cps.retrying(self.cp, i, exc, self.held()))
         self.obs.step_ended(exc)
         pause = retry.delay(used)
         log.warning(
@@ -180,128 +192,60 @@ class RunProgram:
     def fail(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, NoReturn]:
         """Record that step i failed for good (or was interrupted), release, re-raise."""
         interrupted = isinstance(exc, NEVER_RETRIED)
-        self.annotate(exc, i, step)
+        cps.annotate(exc, self.run_id, i, step, self.cp.attempt)
         log.warning(
             "run %r: step %d %r %s (%s, attempt %d)",
             *(self.run_id, i, step.name, "interrupted" if interrupted else "failed"),
             *(type(exc).__name__, self.cp.attempt),
         )
+        ended = cps.released(self.cp) if interrupted else cps.failed(self.cp, i, exc)
         try:
-            self.cp = yield from self.save(self.released() if interrupted else self.failed(i, exc))
-        except LeaseLostError as lost:
+            self.cp = yield from self.save(ended)
+        except (LeaseLostError, RunCancelledError) as lost:
             raise lost from exc
         except Exception as save_failed:
             exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
         self.obs.step_ended(exc)
         raise exc
 
+    def record(self, record: Mapping[str, Any]) -> Generator[Request, Any, Checkpoint]:
+        """A record of the running step's journal saved: a checkpoint of its own."""
+        self.cp = yield from self.save(cps.with_record(self.cp, record, self.held()))
+        return self.cp
+
     def save(self, cp: Checkpoint) -> Generator[Request, Any, Checkpoint]:
-        """Save a checkpoint of a claimed run: a conflict now means the lease was lost."""
+        """Save a checkpoint of a claimed run: a conflict now means the lease was lost
+        (the keeper tells a cancelled or deleted run apart)."""
         try:
             saved: Checkpoint = yield Save(cp)
         except LeaseLostError:
             raise
         except ConflictError as exc:
-            raise self.lost() from exc
+            raise cps.lost(self.run_id, self.cp.step + 1) from exc
         return saved
 
-    # -- what each checkpoint holds ------------------------------------------------------
+    # -- the run's checkpoint ------------------------------------------------------------
 
-    def resume(self, loaded: Checkpoint | None) -> Checkpoint | None:
-        """Adopt the loaded checkpoint; returns the claim to save, or None when the run
-        has nothing left to run. Raises before anything runs when the run is not ours."""
-        now = time.time()
-        if loaded is None:
-            done = not self.steps
-            return replace(
-                self.cp,
-                status="completed" if done else "running",
-                workflow=self.workflow,
-                **({} if done else self.lease_until(now)),
-            )
-        given = tuple(s.name for s in self.steps[: len(loaded.steps)])
-        if given != loaded.steps:
-            raise StepMismatchError(
-                f"run {self.run_id!r} completed steps {list(loaded.steps)}, but the step list "
-                f"now starts {list(given)}; nothing was run. Keep completed steps as they were "
-                "(append new ones only), or use a new run id",
-                run_id=self.run_id,
-            )
-        if self.workflow and loaded.workflow not in (None, self.workflow):
-            raise StepMismatchError(
-                f"run {self.run_id!r} belongs to workflow {loaded.workflow!r}, not "
-                f"{self.workflow!r}; nothing was run. Use that workflow, or a new run id",
-                run_id=self.run_id,
-            )
-        if holder := lease_holder(loaded, self.owner, now):
-            log.warning("run %r is leased by %s; nothing ran", self.run_id, holder)
-            raise RunLeasedError(
-                f"run {self.run_id!r} is leased by {holder} until "
-                f"{time.strftime('%H:%M:%S', time.localtime(loaded.lease_expires))} "
-                f"({(loaded.lease_expires or now) - now:.0f}s from now); nothing ran and nothing "
-                "was written. Another worker is running it: leave it, or run it again after "
-                "the lease expires (a crashed worker's lease expires by itself)",
-                run_id=self.run_id,
-                owner=holder,
-                expires_at=loaded.lease_expires,
-            )
-        self.cp = replace(
+    def first_claim(self) -> Checkpoint:
+        """The claim of a run that has no checkpoint yet."""
+        done = not self.steps
+        return evolve(
+            self.cp,
+            status="completed" if done else "running",
+            workflow=self.workflow,
+            **({} if done else self.held()),
+        )
+
+    def claim_of(self, loaded: Checkpoint) -> Checkpoint | None:
+        """Adopt the loaded checkpoint (frozen: validated once, never aliased) and claim
+        it, or None when nothing is left to run (``claim.claim_for``)."""
+        self.cp = evolve(
             loaded,
             state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
             signals=freeze(dict(loaded.signals), "", self.run_id, 0, "signal payload"),
+            calls=tuple(freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls),
         )
-        if self.cp.status == "waiting" and self.cp.waiting_for not in self.cp.signals:
-            raise RunWaiting(
-                f"run {self.run_id!r} is still waiting for signal {self.cp.waiting_for!r}; "
-                "nothing ran. Deliver it with send_signal() or 'durable-steps runs signal', "
-                "then run it again",
-                run_id=self.run_id,
-                signal=self.cp.waiting_for,
-            )
-        if self.finished:
-            return None
-        # The next step was started once more than the checkpoint says: by a worker that
-        # crashed in it (or failed, or was interrupted), or by us now. A completed run
-        # whose step list grew starts its new step afresh.
-        started = self.cp.status != "completed"
-        attempt = self.cp.attempt + 1 if started else 1
-        # After a failure or a wait, a new round of retries; after a crash, the same one.
-        new_round = not started or self.cp.status in ("failed", "waiting")
-        new_round = new_round or self.cp.waiting_for is not None
-        return replace(
-            self.cp,
-            status="running",
-            workflow=self.workflow or self.cp.workflow,
-            attempt=attempt,
-            first_attempt=attempt if new_round else self.cp.first_attempt,
-            waiting_for=None,
-            updated_at=None,
-            **self.lease_until(now),
-        )
-
-    def result(self) -> dict[str, Any]:
-        """The final state for the caller: the one copy a run makes of its whole state."""
-        return thaw(self.cp.state)  # type: ignore[no-any-return]
-
-    @property
-    def holding(self) -> bool:
-        return self.cp.owner == self.owner and self.cp.lease_expires is not None
-
-    @property
-    def finished(self) -> bool:
-        return self.cp.step + 1 >= len(self.steps)
-
-    @property
-    def state(self) -> FrozenState:
-        return self.cp.state  # type: ignore[return-value] # frozen by resume()/completed()
-
-    def pending(self) -> Generator[tuple[int, Step], None, None]:
-        while not self.finished:
-            i = self.cp.step + 1
-            yield i, self.steps[i]
-
-    def lease_until(self, now: float) -> dict[str, Any]:
-        return {"owner": self.owner, "lease_expires": now + self.lease}
+        return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:
@@ -311,103 +255,35 @@ class RunProgram:
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
                 f"{type(updates).__name__}; return a mapping of updates or None"
             )
+        state = self.state.updated(updates, self.run_id)
         last = i + 1 == len(self.steps)
-        return evolve(  # replace(), faster: once per step
-            self.cp,
-            step=i,
-            steps=(*self.cp.steps, step.name),
-            state=self.state.updated(updates, self.run_id),
-            status="completed" if last else "running",
-            attempt=1,  # the next step starts at once
-            first_attempt=1,
-            error=None,
-            updated_at=None,
-            **({"owner": None, "lease_expires": None} if last else self.lease_until(time.time())),
+        return cps.after_step(self.cp, i, step.name, state, last, self.held())
+
+    def held(self) -> dict[str, Any]:
+        """The lease fields of a checkpoint this worker saves now."""
+        return {"owner": self.owner, "lease_expires": time.time() + self.lease}
+
+    def result(self) -> dict[str, Any]:
+        """The final state for the caller: the one copy a run makes of its whole state."""
+        return thaw(self.cp.state)  # type: ignore[no-any-return]
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says this run is no longer ours -- its lease was lost, or it
+        was cancelled or deleted (not, say, a nested run's)."""
+        return (
+            isinstance(exc, LeaseLostError | RunCancelledError)
+            and getattr(exc, "run_id", None) == self.run_id
         )
 
-    def retrying(self, i: int, exc: BaseException) -> Checkpoint:
-        return replace(
-            self.cp,
-            attempt=self.cp.attempt + 1,
-            error=_error(i, self.cp.attempt, exc),
-            updated_at=None,
-            **self.lease_until(time.time()),
-        )
+    @property
+    def holding(self) -> bool:
+        return self.cp.owner == self.owner and self.cp.lease_expires is not None
 
-    def failed(self, i: int, exc: BaseException) -> Checkpoint:
-        return replace(self.released(), status="failed", error=_error(i, self.cp.attempt, exc))
+    @property
+    def state(self) -> FrozenState:
+        return self.cp.state  # type: ignore[return-value] # frozen by claim_of()/completed()
 
-    def waiting(self, signal: str) -> Checkpoint:
-        return replace(self.released(), status="waiting", waiting_for=signal)
-
-    def woken(self) -> Checkpoint:
-        """Back from a wait whose signal came meanwhile: the step's next attempt, a new
-        round of retries, under our lease again."""
-        return replace(
-            self.cp,
-            status="running",
-            waiting_for=None,
-            attempt=self.cp.attempt + 1,
-            first_attempt=self.cp.attempt + 1,
-            updated_at=None,
-            **self.lease_until(time.time()),
-        )
-
-    def released(self) -> Checkpoint:
-        """The lease given back (cancelled, interrupted, stopping): the run stays as it is."""
-        return replace(self.cp, owner=None, lease_expires=None, updated_at=None)
-
-    def stopped(self) -> Checkpoint:
-        """Released at a step boundary: the next step did not start after all, so the
-        attempt counted for it (by the claim, or by the previous step's save) is undone."""
-        return replace(self.released(), attempt=self.cp.attempt - 1)
-
-    def lost_lease(self, exc: BaseException) -> bool:
-        """Whether ``exc`` says this run lost its lease (not, say, a nested run's)."""
-        return isinstance(exc, LeaseLostError) and getattr(exc, "run_id", None) == self.run_id
-
-    def lost(self) -> LeaseLostError:
-        log.warning("run %r: lost its lease to another worker; step not saved", self.run_id)
-        return LeaseLostError(
-            f"run {self.run_id!r}: another worker took over this run's lease while step "
-            f"{self.cp.step + 1} ran (it expired: a step or a pause outlived the lease "
-            "without a heartbeat, or the store was unreachable); this step's result was "
-            "not saved. Raise lease=, or keep steps async under run_async",
-            run_id=self.run_id,
-        )
-
-    def suspended(self, i: int, step: Step, signal: str) -> RunWaiting:
-        log.info("run %r is waiting for signal %r in step %d", self.run_id, signal, i)
-        return RunWaiting(
-            f"run {self.run_id!r} is waiting for signal {signal!r} in step {i} "
-            f"{step.name!r}; its lease is released. Deliver it with send_signal() or "
-            f"'durable-steps runs signal {self.run_id} {signal}', then run it again "
-            "(or let recover() do it)",
-            run_id=self.run_id,
-            signal=signal,
-        )
-
-    def annotate(self, exc: BaseException, i: int, step: Step) -> None:
-        kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
-        exc.add_note(
-            f"durable-steps: run {self.run_id!r} failed in step {i} {step.name!r} (attempt "
-            f"{self.cp.attempt}); {kept}; running it again resumes at this step"
-        )
-
-
-def _error(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
-    kind = type(exc)
-    name, module = kind.__qualname__, kind.__module__
-    if module == DurableError.__module__:
-        module = "durable_steps._errors"  # the path stored checkpoints of earlier versions name
-    if module != "builtins":
-        name = f"{module}.{name}"
-    return {
-        "type": name,
-        # Lone surrogates (a file name decoded with surrogateescape) cannot be stored as
-        # JSON text: escape them, so that the failure is recorded all the same.
-        "message": str(exc)[:2000].encode("utf-8", "backslashreplace").decode(),
-        "step": i,
-        "attempt": attempt,
-        "at": time.time(),
-    }
+    def pending(self) -> Generator[tuple[int, Step], None, None]:
+        while self.cp.status != "completed" and self.cp.step + 1 < len(self.steps):
+            i = self.cp.step + 1
+            yield i, self.steps[i]

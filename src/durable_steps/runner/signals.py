@@ -3,7 +3,10 @@
 Inside a step, ``wait_for_signal(name)`` returns the signal's payload once it has
 been delivered. Before that it suspends the run: the runner saves it as
 ``waiting`` for that name (that step not completed, the earlier ones kept),
-releases the lease and raises ``RunWaiting``. ``send_signal(store, run_id, name,
+releases the lease and raises ``RunWaiting``. With ``timeout=``, the deadline
+is recorded in the step's journal and as the run's ``wake_at``: ``recover`` and
+the worker resume the run once it passes, and the wait returns ``default`` (or
+raises ``SignalTimeoutError``) unless the signal came after all. ``send_signal(store, run_id, name,
 payload)`` delivers it: a conditional save that adds the payload to the
 checkpoint's ``signals`` and, when the run waits for exactly that name, makes it
 ``running`` again with no owner -- so the next ``run``, or ``recover``, resumes
@@ -13,33 +16,64 @@ of the run's owner makes the delivery load and try again; it never overwrites.
 Signals are kept for the life of the run: a second signal of the same name is
 refused (``ConflictError``), also after the run completed, and a signal sent
 before the step asks for it is returned at once. Code of the waiting step
-before the ``wait_for_signal`` call runs again when the run resumes.
+before the ``wait_for_signal`` call runs again when the run resumes -- but what it
+does through ``call`` returns its recorded result, so no side effect repeats. A
+cancelled run takes no signal (``RunCancelledError``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from ..seam.errors import ConflictError, RunNotFoundError, Suspend
+from ..seam.errors import ConflictError, RunNotFoundError, SignalTimeoutError, Suspend
 from ..seam.state import freeze, thaw
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
+from .claim import cancelled
 from .requests import Load, Request, Save, Sleep, execute, execute_async
 from .step import current_step
-from .store_io import AsyncIO, plain
+from .store_io import AsyncIO, now, plain
+from .timers import seconds_of
 
 _TRIES = 20
+_NO_DEFAULT: Any = object()
 
 
-def wait_for_signal(name: str) -> Any:
-    """The payload of signal ``name``; until it is delivered, suspends the run."""
+def wait_for_signal(name: str, *, timeout: float | None = None, default: Any = _NO_DEFAULT) -> Any:
+    """The payload of signal ``name``; until it is delivered, suspends the run.
+
+    With ``timeout`` (seconds), the deadline -- the first suspension + ``timeout`` --
+    is recorded; resumed after it without the signal, this returns ``default`` when
+    one is given, else raises ``SignalTimeoutError`` in the step. A signal that is
+    there when the run resumes is returned, even if it came late."""
     check_name(name, "signal name")
+    if timeout is not None:
+        timeout = seconds_of(timeout, "wait_for_signal(timeout=...)")
     ctx = current_step()
+    journal = ctx.journal
+    i, record = (None, None) if journal is None else journal.take("wait", name)
     if name in ctx.signals:
         return thaw(ctx.signals[name])
-    raise Suspend(name)
+    if record is None:
+        deadline = None if timeout is None else now() + timeout
+        entry = None if i is None else {"i": i, "name": name, "kind": "wait", "deadline": deadline}
+        raise Suspend(name, deadline, entry)
+    deadline = record.get("deadline")
+    if deadline is None or deadline > now():
+        raise Suspend(name, deadline)
+    if default is not _NO_DEFAULT:
+        return default
+    raise SignalTimeoutError(
+        f"run {ctx.run_id!r}: signal {name!r} did not come before its deadline "
+        f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(deadline))}); pass "
+        "default= to wait_for_signal to go on without it, or catch SignalTimeoutError",
+        run_id=ctx.run_id,
+        signal=name,
+        deadline=deadline,
+    )
 
 
 def send_signal(store: Store, run_id: str, name: str, payload: Any = None) -> Checkpoint:
@@ -72,6 +106,8 @@ def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Ch
                 "check the run id ('durable-steps runs list')",
                 run_id=run_id,
             )
+        if cp.status == "cancelled":
+            raise cancelled(run_id, cp.cancel_reason)
         if name in cp.signals:
             raise ConflictError(
                 f"run {run_id!r} already has signal {name!r}; nothing was changed. A signal "
@@ -85,6 +121,7 @@ def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Ch
                     cp,
                     signals={**cp.signals, name: payload},
                     status="running" if wakes else cp.status,
+                    wake_at=None if wakes else cp.wake_at,
                     updated_at=cp.updated_at if cp.status == "completed" else None,
                 )
             )

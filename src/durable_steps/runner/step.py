@@ -3,8 +3,10 @@
 ``Step(name, fn, retry=None)``: ``fn`` gets the run's state (read-only) and returns
 a mapping of updates, or None. Inside ``fn``, ``current_step()`` says which run,
 step and attempt this is, with an ``idempotency_key`` that is the same on every
-attempt of that step of that run. ``Suspend`` (in ``seam.errors``) is how
-``wait_for_signal`` leaves a step (``signals``).
+attempt of that step of that run -- and inside a ``call``'s function, the call's
+own key. ``Suspend`` (in ``seam.errors``) is how ``wait_for_signal`` and ``sleep``
+leave a step; the step's ``journal`` (``journal``) numbers its calls, sleeps and
+waits.
 """
 
 from __future__ import annotations
@@ -40,14 +42,24 @@ class StepContext:
     index: int
     name: str
     attempt: int
-    """1 on the first start of this step, 2 after one crash, failure or retry, ..."""
+    """1 on the first start of this step, 2 after one crash, failure or retry, ...
+    Inside a call's function: that call's attempt."""
     signals: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    first_attempt: int = field(default=1, repr=False, compare=False)
+    """The step attempt at which its current round of retries began."""
+    call: tuple[int, str] | None = None
+    """Inside a call's function: its index and name in the step's journal."""
+    journal: Any = field(default=None, repr=False, compare=False)
+    """The step attempt's ``journal.Journal`` (None outside a run)."""
 
     @property
     def idempotency_key(self) -> str:
-        """The same on every retry of this step of this run: pass it to the services you call."""
-        raw = f"{self.run_id}\x00{self.index}\x00{self.name}".encode()
-        return hashlib.sha256(raw).hexdigest()[:32]
+        """The same on every retry of this step of this run (inside a call's function:
+        of that call, and different for every call): pass it to the services you call."""
+        raw = f"{self.run_id}\x00{self.index}\x00{self.name}"
+        if self.call is not None:
+            raw += f"\x00{self.call[0]}\x00{self.call[1]}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 _current: ContextVar[StepContext | None] = ContextVar("durable_steps_current", default=None)

@@ -11,11 +11,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..seam.store import AsyncStore, Store
-from .requests import Load, Request, Save, Sleep
+from ..seam.document import info_of
+from ..seam.store import AsyncStore, Checkpoint, RunInfo, Store
+from .requests import Info, Load, Request, Save, Sleep
 
-_sleep = time.sleep  # tests replace these two with a fake clock
+_sleep = time.sleep  # tests replace these three with a fake clock
 _asleep = asyncio.sleep
+_now = time.time
+
+
+def now() -> float:
+    """Seconds since the epoch, as timers, deadlines and result polling read them."""
+    return _now()
 
 
 def plain(store: Store) -> Callable[[Request], Any]:
@@ -28,6 +35,9 @@ def plain(store: Store) -> Callable[[Request], Any]:
             return store.save(op.checkpoint)
         if isinstance(op, Sleep):
             return _sleep(op.seconds)
+        if isinstance(op, Info):
+            info = getattr(store, "run_info", None)
+            return _info_of(store.load(op.run_id)) if info is None else info(op.run_id)
         raise TypeError(op)
 
     return do
@@ -54,6 +64,11 @@ class AsyncIO:
             if self.cancelled:
                 raise asyncio.CancelledError
             return await _asleep(op.seconds)
+        if isinstance(op, Info):
+            info = getattr(self.store, "run_info", None)
+            if info is None:  # a store of the protocol's two methods: read it whole
+                return _info_of(await self.store.load(op.run_id))
+            return await info(op.run_id)
         raise TypeError(op)
 
     async def _save(self, op: Save) -> Any:
@@ -67,3 +82,7 @@ class AsyncIO:
                 self.cancelled = True  # also when the save ended just as it came
                 if saving.done():
                     return saving.result()
+
+
+def _info_of(cp: Checkpoint | None) -> RunInfo | None:
+    return None if cp is None else info_of(cp, 0)

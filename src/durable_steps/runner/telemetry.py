@@ -38,6 +38,7 @@ from ..seam import metering
 from ..seam.errors import (
     InvalidStateError,
     LeaseLostError,
+    RunCancelledError,
     RunLeasedError,
     RunWaiting,
     StopRequested,
@@ -94,6 +95,8 @@ def _outcome(exc: BaseException | None) -> str:
         return "leased"
     if isinstance(exc, LeaseLostError):
         return "lease_lost"
+    if isinstance(exc, RunCancelledError):
+        return "cancelled"
     if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
         return "interrupted"
     return "failed"
@@ -193,6 +196,19 @@ class Observer:
             span, self.step_span = self.step_span, None
             _end(span, exc)
 
+    def call(self, step: int, index: int, name: str, attempt: int) -> CallSpan:
+        """One attempt of a call of the running step: a ``durable_steps.call`` span under
+        the step's, current while the call's function runs, ended once its result is
+        recorded (with the bytes that took) or it failed."""
+        log.debug("run %r: call %d %r (attempt %d)", self.run_id, index, name, attempt)
+        return CallSpan(self, step, index, name, attempt, replayed=False)
+
+    def call_replayed(self, step: int, index: int, name: str) -> None:
+        """A call that returned its recorded result: a span of its own, marked so."""
+        log.debug("run %r: call %d %r replayed from its record", self.run_id, index, name)
+        if self.tracer is not None:
+            CallSpan(self, step, index, name, None, replayed=True).ended(None)
+
     def save(
         self, cp: Checkpoint, *, beat: bool = False
     ) -> contextlib.AbstractContextManager[None]:
@@ -249,10 +265,44 @@ class Observer:
             _end(span, None)
 
 
+class CallSpan:
+    """The span of one call attempt (``Observer.call``); nothing when tracing is off."""
+
+    __slots__ = ("span",)
+
+    def __init__(
+        self, obs: Observer, step: int, index: int, name: str, attempt: int | None, replayed: bool
+    ) -> None:
+        self.span: Any = None
+        if obs.tracer is not None:
+            extra: dict[str, Any] = {
+                "step.index": step,
+                "call.index": index,
+                "call.name": name,
+                "call.replayed": replayed,
+            }
+            if attempt is not None:
+                extra["attempt"] = attempt
+            self.span = obs.tracer.start_span(PREFIX + "call", attributes=obs.attributes(**extra))
+
+    def current(self) -> contextlib.AbstractContextManager[Any]:
+        """The span current while the call's function runs (its own spans go under it)."""
+        if self.span is None:
+            return _QUIET
+        return otel.use_span(self.span, end_on_exit=False, record_exception=False)
+
+    def ended(self, exc: BaseException | None, written: int | None = None) -> None:
+        if self.span is not None:
+            if written is not None:
+                self.span.set_attribute(PREFIX + "bytes_written", written)
+            _end(self.span, exc)
+            self.span = None
+
+
 def _end(span: Any, exc: BaseException | None) -> None:
     outcome = _outcome(exc)
     span.set_attribute(PREFIX + "outcome", outcome)
-    if exc is not None and outcome in ("failed", "lease_lost", "leased"):
+    if exc is not None and outcome in ("failed", "lease_lost", "leased", "cancelled"):
         span.record_exception(exc, _keyless(exc))
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
     span.end()

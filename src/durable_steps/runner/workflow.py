@@ -1,21 +1,36 @@
-"""Workflows: named step lists.
+"""Workflows: named step lists, run here or handed to the workers.
 
 ``Workflow(name, steps)`` is a step list with a name; ``workflow.run(run_id,
 store, input=...)`` is ``run`` that also records the name in the checkpoint, so
 that a run can be resumed by anyone who knows the workflow, not only by the
 code that started it (``workers.recovery``).
+
+``workflow.start(run_id, store, input=...)`` runs nothing: it creates the run's
+checkpoint -- status ``running``, no lease, no step done, the workflow's name and
+``input`` as its initial state -- with a create-only save, for ``recover`` and the
+worker to pick up. ``True``: it created the run; ``False``: that run of this
+workflow exists already (a retried request starts nothing twice); a run of
+another workflow (or of a plain ``run``) is ``StepMismatchError``, a cancelled one
+``RunCancelledError``. Starting needs no import of the workflow's code: only its
+name (``durable-steps runs start``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..seam.store import AsyncStore, Store, check_name
+from ..seam.errors import ConflictError, StepMismatchError
+from ..seam.state import freeze, frozen_state
+from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
+from .claim import cancelled
 from .drivers import _async_only, _sync_only, drive, drive_async
+from .requests import Load, Request, Save, execute, execute_async
 from .run import RunProgram
 from .step import Step
+from .store_io import AsyncIO, plain
+from .telemetry import log
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,20 @@ class Workflow:
         _async_only(store)
         return await drive_async(self._run(run_id, input, lease, owner, None), store)
 
+    def start(
+        self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Create the run for the workers (see the top); True if this call created it."""
+        _sync_only(store)
+        return execute(start_program(self.name, run_id, input), plain(store))
+
+    async def start_async(
+        self, run_id: str, store: AsyncStore, *, input: Mapping[str, Any] | None = None
+    ) -> bool:
+        """``start`` for async stores."""
+        _async_only(store)
+        return await execute_async(start_program(self.name, run_id, input), AsyncIO(store))
+
     def _run(
         self,
         run_id: str,
@@ -67,3 +96,40 @@ class Workflow:
         return RunProgram(
             run_id, self.steps, lease=lease, owner=owner, workflow=self.name, input=input, stop=stop
         )
+
+
+def start_program(
+    workflow: str, run_id: str, input: Mapping[str, Any] | None
+) -> Generator[Request, Any, bool]:
+    """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``)."""
+    check_run_id(run_id)
+    check_name(workflow, "workflow name")
+    state = frozen_state({} if input is None else input, run_id)
+    while True:
+        cp = yield Load(run_id)
+        if cp is not None:
+            if cp.workflow != workflow:
+                of = f"workflow {cp.workflow!r}" if cp.workflow else "a plain run()"
+                raise StepMismatchError(
+                    f"run {run_id!r} exists already, as {of}, not {workflow!r}; nothing was "
+                    "started. Use another run id",
+                    run_id=run_id,
+                )
+            if cp.status == "cancelled":
+                raise cancelled(run_id, cp.cancel_reason)
+            return False
+        fresh = Checkpoint(
+            run_id=run_id,
+            step=-1,
+            state=state,
+            status="running",
+            workflow=workflow,
+            attempt=0,  # its first step has not been started yet
+            signals=freeze({}, "", run_id, 0, "signal payload"),
+        )
+        try:
+            yield Save(fresh)
+        except ConflictError:
+            continue  # created meanwhile (a retried request): look at what is there
+        log.info("run %r started for the workers (workflow %s)", run_id, workflow)
+        return True

@@ -1,6 +1,14 @@
 """The one document format every backend stores: a checkpoint as plain JSON with a
 schema version, and back. A document from a newer schema is refused, never misread;
-schema 1 documents (no lease, no workflow) still load and are rewritten as 2."""
+documents of every earlier schema still load and are rewritten as the current one by
+their next save:
+
+- 1: the state, the step names and ``done`` (no lease, no workflow);
+- 2: + status, workflow, lease (``owner``, ``lease_expires``), signals, the last
+  error, retry rounds (``first_attempt``) and the first attempt's ``trace``;
+- 3: + the running step's journal (``calls``), a waiting run's ``wake_at`` and a
+  cancelled run's ``cancel_reason``. Version 0.1 refuses these ("upgrade").
+"""
 
 from __future__ import annotations
 
@@ -12,9 +20,8 @@ from .errors import CorruptCheckpointError, InvalidStateError
 from .state import check_json, is_checked
 from .store import STATUSES, Checkpoint, RunInfo, check_run_id, corrupt_error
 
-SCHEMA = 2
-"""Schema 2 added the lease, workflow, status, signal, retry and trace fields;
-schema 1 documents still load (no lease, no workflow) and are rewritten as 2."""
+SCHEMA = 3
+"""The schema this version writes (see the top); 1 and 2 still load."""
 
 
 def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
@@ -33,6 +40,9 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         check_json(cp.state, cp.run_id)
     if not is_checked(cp.signals):
         check_json(dict(cp.signals), cp.run_id, "signal payload")
+    calls = cp.calls
+    if calls and not all(is_checked(r) for r in calls):
+        check_json(list(calls), cp.run_id, "call result")
     # The etag leads, so a store can read a file's version from its first bytes.
     doc: dict[str, Any] = {} if etag is None else {"etag": etag}
     doc |= {
@@ -49,8 +59,11 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "waiting_for": cp.waiting_for,
         "error": None if cp.error is None else dict(cp.error),
         "trace": cp.trace,
+        "wake_at": cp.wake_at,
+        "cancel_reason": cp.cancel_reason,
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
+        "calls": list(calls),
         "state": cp.state,
     }
     return doc
@@ -124,8 +137,8 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
             f"newer than this durable-steps reads ({SCHEMA}): upgrade durable-steps",
             run_id=run_id,
         )
-    if schema not in (1, SCHEMA) or isinstance(schema, bool):
-        raise corrupt(f"schema is {schema!r}, expected 1 or {SCHEMA}")
+    if schema not in _SCHEMAS or isinstance(schema, bool):
+        raise corrupt(f"schema is {schema!r}, expected 1 to {SCHEMA}")
     step, steps, state = doc.get("step"), doc.get("steps"), doc.get("state")
     attempt, updated = doc.get("attempt", 1), doc.get("updated_at")
     if doc.get("run_id") != run_id:
@@ -160,8 +173,12 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
     )
 
 
+_SCHEMAS = (1, 2, SCHEMA)
+
+
 def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields beyond schema 1's: absent (no lease, no workflow) in schema 1 documents."""
+    """The fields beyond schema 1's: absent (no lease, no workflow) in schema 1
+    documents; those of schema 3 are absent (none) in schema 2 ones."""
     if schema == 1:
         done = doc.get("done", False)
         if not isinstance(done, bool):
@@ -182,7 +199,25 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "first_attempt": _opt(doc, "first_attempt", int) or 1,
         "signals": signals,
         "error": error,
+        "wake_at": _opt(doc, "wake_at", int | float),
+        "cancel_reason": _opt(doc, "cancel_reason", str),
+        "calls": _calls(doc.get("calls")),
     }
+
+
+def _calls(calls: object) -> tuple[dict[str, Any], ...]:
+    """A journal's records as stored: a list of objects, each with its index and name."""
+    if calls is None:
+        return ()
+    if not isinstance(calls, list) or not all(
+        isinstance(r, dict)
+        and type(r.get("i")) is int
+        and r["i"] >= 0
+        and isinstance(r.get("name"), str)
+        for r in calls
+    ):
+        raise ValueError("calls is not a list of call records")
+    return tuple(calls)
 
 
 def info_of(cp: Checkpoint, size: int) -> RunInfo:
@@ -201,6 +236,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         owner=cp.owner,
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
+        wake_at=cp.wake_at,
     )
 
 
@@ -211,8 +247,8 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
     if not isinstance(meta, dict):
         raise corrupt_error(label, where, "its fields are not a JSON object")
     try:
-        if meta.get("schema") != SCHEMA:
-            raise ValueError(f"schema is {meta.get('schema')!r}, expected {SCHEMA}")
+        if meta.get("schema") not in (2, SCHEMA) or isinstance(meta.get("schema"), bool):
+            raise ValueError(f"schema is {meta.get('schema')!r}, expected 2 or {SCHEMA}")
         run_id, step, attempt = meta.get("run_id"), meta.get("step"), meta.get("attempt")
         if not isinstance(run_id, str):
             raise TypeError("it does not name its run")
@@ -238,4 +274,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         owner=extra["owner"],
         waiting_for=extra["waiting_for"],
         attempt=attempt,
+        wake_at=extra["wake_at"],
     )

@@ -4,13 +4,16 @@
     ├── ConflictError           another writer saved the run first (stale etag)
     │   ├── RunLeasedError      another live worker holds the run's lease
     │   └── LeaseLostError      this worker's lease was taken over while it worked
-    ├── RunWaiting              the run waits for a signal (not a failure)
+    ├── RunWaiting              the run waits for a signal or a timer (not a failure)
+    ├── RunCancelledError       the run was cancelled (cancel_run): nothing more runs
+    ├── RunFailedError          the awaited run failed (wait_for_result)
+    ├── SignalTimeoutError      a signal's deadline passed before it came (in the step)
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepMismatchError       the completed part of the step list changed
     ├── CorruptCheckpointError  a stored checkpoint exists but cannot be read
     ├── InvalidRunIdError       (also a ValueError) breaks the run-id rules
     ├── InvalidStateError       (also a TypeError) state is not plain JSON
-    ├── StateTooLargeError      the checkpoint is over the backend's item limit
+    ├── StateTooLargeError      the state is over the size limit (the same in every store)
     ├── ConfigurationError      the environment does not describe a usable store
     │   └── MissingExtraError   (also an ImportError) an optional extra is not installed
     └── StoreError              the backend failed (unreachable, auth, throttled)
@@ -65,11 +68,38 @@ class LeaseLostError(ConflictError):
 
 
 class RunWaiting(DurableError):
-    """The run is suspended until ``signal`` is delivered (``send_signal``); its lease
-    is released and its completed steps are kept."""
+    """The run is suspended until ``signal`` is delivered (``send_signal``) or, for a
+    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch);
+    its lease is released and its completed steps are kept."""
+
+    run_id: str
+    signal: str | None
+    wake_at: float | None
+
+
+class RunCancelledError(DurableError):
+    """The run was cancelled (``cancel_run``): it starts no other step or call."""
+
+    run_id: str
+    reason: str | None
+
+
+class RunFailedError(DurableError):
+    """The run that ``wait_for_result`` awaited failed: ``error_type`` and
+    ``error_message`` are the recorded error's (the run's status is ``failed``)."""
+
+    run_id: str
+    error_type: str | None
+    error_message: str | None
+
+
+class SignalTimeoutError(DurableError):
+    """Raised in a step by ``wait_for_signal(name, timeout=...)`` when the run resumed
+    after the deadline without the signal (and no ``default`` was given)."""
 
     run_id: str
     signal: str
+    deadline: float
 
 
 class RunNotFoundError(DurableError, LookupError):
@@ -103,7 +133,8 @@ class InvalidStateError(DurableError, TypeError):
 
 
 class StateTooLargeError(DurableError):
-    """The checkpoint is larger than the backend accepts."""
+    """The state (with the running step's call results) is larger than the store's
+    limit, the same in every store (64 MiB of JSON unless configured)."""
 
     run_id: str
     size: int
@@ -132,12 +163,16 @@ class StoreError(DurableError):
 
 
 class Suspend(BaseException):
-    """Raised by wait_for_signal() to suspend the run; a BaseException so that a
-    step's ``except Exception`` does not swallow it."""
+    """Raised by ``wait_for_signal`` and ``sleep`` to suspend the run until ``signal``
+    comes or ``wake_at`` passes; ``record`` is the journal entry to save with the
+    suspension (the sleep's wake time, the wait's deadline), if it is new. A
+    BaseException so that a step's ``except Exception`` does not swallow it."""
 
-    def __init__(self, signal: str) -> None:
-        super().__init__(signal)
-        self.signal = signal
+    def __init__(
+        self, signal: str | None, wake_at: float | None, record: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(signal or wake_at)
+        self.signal, self.wake_at, self.record = signal, wake_at, record
 
 
 class StopRequested(DurableError):

@@ -1,9 +1,10 @@
 """The bytes a save wrote: stores report them, the runner's telemetry reads them.
 
 A store calls ``wrote(n)`` inside ``save`` with the bytes it wrote (or sent); the
-runner wraps a save in ``counting()`` to collect them (they land on the save and
-step spans and in the DEBUG line). Outside ``counting()`` a report is dropped. The
-hook lives in the seam so that stores report without importing the runner.
+runner wraps a save in ``counting()`` to collect them (they land on the save, step
+and call spans and in the DEBUG line). Countings nest: a report reaches every one
+that is open. Outside ``counting()`` a report is dropped. The hook lives in the seam
+so that stores report without importing the runner.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-_written: ContextVar[list[int] | None] = ContextVar("durable_steps_written", default=None)
+_written: ContextVar[tuple[list[int], ...]] = ContextVar("durable_steps_written", default=())
 
 
 def wrote(n: int) -> None:
     """Called by a store inside ``save`` with the bytes it wrote or sent."""
-    holder = _written.get()
-    if holder is not None:
+    for holder in _written.get():
         holder.append(n)
 
 
@@ -26,7 +26,7 @@ def wrote(n: int) -> None:
 def counting() -> Iterator[list[int]]:
     """Around a save: the byte counts its store reports, in a list that fills as it goes."""
     holder: list[int] = []
-    token = _written.set(holder)
+    token = _written.set((*_written.get(), holder))
     try:
         yield holder
     finally:

@@ -9,13 +9,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import ConflictError, CorruptCheckpointError, InvalidRunIdError
+from .errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    InvalidRunIdError,
+    StateTooLargeError,
+)
 
 MAX_RUN_ID = 255
 _FORBIDDEN = frozenset("/\\?#")
 _SUSPECT = re.compile(r"[/\\?#\x00-\x1f\x7f-\x9f\ud800-\udfff]|\A\.\.?\Z|\A\s|\s\Z")
 """Matches every run id ``check_run_id`` refuses for its characters (a fast first look)."""
-STATUSES = ("running", "waiting", "failed", "completed")
+STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
+ENDED = ("completed", "cancelled")
+"""Statuses after which nothing more runs (retention deletes these)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ class Checkpoint:
     this is None (the runner always passes None); a given time is kept, so that a
     migration between stores keeps each run's age."""
     status: str | None = None
-    """``running``, ``waiting`` (for ``waiting_for``), ``failed`` or ``completed``.
+    """``running``, ``waiting`` (for ``waiting_for`` or until ``wake_at``), ``failed``,
+    ``completed`` or ``cancelled``.
     None: derived from ``done``. When given, it wins and ``done`` follows it."""
     workflow: str | None = None
     """The name of the ``Workflow`` that started the run (None: a plain ``run``)."""
@@ -55,6 +63,14 @@ class Checkpoint:
     ``Retry(attempts=n)`` is used up when ``attempt - first_attempt + 1 == n``."""
     trace: str | None = None
     """The W3C traceparent of the run's first attempt, so later attempts link to it."""
+    calls: tuple[Mapping[str, Any], ...] = ()
+    """The journal of the running step (the next one, index ``step + 1``): one record
+    per call, sleep or wait it made, by its index ``i`` (see ``runner.journal``). Kept
+    while the step is unfinished; dropped when it completes."""
+    wake_at: float | None = None
+    """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
+    cancel_reason: str | None = None
+    """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
@@ -103,6 +119,8 @@ class RunInfo:
     owner: str | None = None
     waiting_for: str | None = None
     attempt: int = 1
+    wake_at: float | None = None
+    """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
 
 
 def matches(
@@ -110,15 +128,18 @@ def matches(
     status: str | None,
     workflow: str | None,
     updated_before: float | None,
+    due_before: float | None = None,
 ) -> bool:
     """The filters of ``list_runs``, for stores that apply them while reading. An
-    unreadable run matches only a listing without status and workflow filters."""
+    unreadable run matches only a listing without filters. ``due_before``: runs whose
+    ``wake_at`` is at or before it (waiting runs due by then)."""
     if info.error is not None:
-        return status is None and workflow is None and updated_before is None
+        return status is None and workflow is None and updated_before is None and due_before is None
     return (
         (status is None or info.status == status)
         and (workflow is None or info.workflow == workflow)
         and (updated_before is None or (info.updated_at or 0) < updated_before)
+        and (due_before is None or (info.wake_at is not None and info.wake_at <= due_before))
     )
 
 
@@ -145,10 +166,16 @@ class Store(Protocol):
     save whose outcome the store could not see is settled by reading back: it
     never reports "nothing was written" about a write that landed.
 
+    Every store refuses, before writing anything, a state whose JSON (with the
+    running step's call results) is over its ``max_state_bytes`` (``MAX_STATE_BYTES``
+    unless configured): ``StateTooLargeError``, the same limit in every store.
+
     The stores of this package also offer ``delete(run_id, *, etag=None)``,
-    ``list_runs(*, status=None, workflow=None, updated_before=None, limit=None)``
-    (filters applied by the backend, results streamed, no state read) and
-    ``close()``, and are context managers.
+    ``list_runs(*, status=None, workflow=None, updated_before=None,
+    due_before=None, limit=None)`` (filters applied by the backend, results
+    streamed, no state read), ``run_info(run_id)`` (one run's ``RunInfo``, or
+    None: its metadata without its state) and ``close()``, and are context
+    managers.
     """
 
     def load(self, run_id: str) -> Checkpoint | None: ...
@@ -163,6 +190,33 @@ class AsyncStore(Protocol):
     async def load(self, run_id: str) -> Checkpoint | None: ...
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint: ...
+
+
+MAX_STATE_BYTES = 64 * 1024 * 1024
+"""The default limit of a run's state as JSON (``DURABLE_MAX_STATE_BYTES``)."""
+
+
+def state_limit(limit: object) -> int:
+    """A store's ``max_state_bytes=``, checked (None: ``MAX_STATE_BYTES``)."""
+    if limit is None:
+        return MAX_STATE_BYTES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"max_state_bytes must be a positive int of bytes, not {limit!r}")
+    return limit
+
+
+def check_size(run_id: str, size: int, limit: int) -> None:
+    """``StateTooLargeError`` when a state of ``size`` bytes of JSON is over ``limit``."""
+    if size > limit:
+        raise StateTooLargeError(
+            f"run {run_id!r}: its state would be {size:,} bytes of JSON, over the limit of "
+            f"{limit:,} (the same in every store); nothing was saved and the previous "
+            "checkpoint stays. Keep large data (documents, files) outside the state -- a "
+            "file path, a blob URL -- or raise DURABLE_MAX_STATE_BYTES (max_state_bytes=)",
+            run_id=run_id,
+            size=size,
+            limit=limit,
+        )
 
 
 def check_run_id(run_id: object) -> str:

@@ -18,9 +18,11 @@ from ..seam.store import (
     RunInfo,
     check_filters,
     check_run_id,
+    check_size,
     conflict,
     delete_conflict,
     matches,
+    state_limit,
 )
 
 
@@ -29,7 +31,8 @@ class MemoryStore:
     (conditional saves, run-id rules, JSON-only state) so tests against it hold
     against the durable stores too."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_state_bytes: int | None = None) -> None:
+        self.max_state_bytes = state_limit(max_state_bytes)
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
@@ -51,6 +54,10 @@ class MemoryStore:
         etag = secrets.token_hex(12)
         doc = to_document(checkpoint, etag=etag)
         data = dumps(doc)
+        # The state and the journal are the document's last members: what they take
+        # is what the document takes beyond the same one with both empty.
+        bare = len(dumps({**doc, "calls": [], "state": {}})) - 4
+        check_size(checkpoint.run_id, len(data) - bare, self.max_state_bytes)
         with self._lock:
             current = self._etag(checkpoint.run_id)
             if current != checkpoint.etag:
@@ -75,11 +82,19 @@ class MemoryStore:
         status: str | None = None,
         workflow: str | None = None,
         updated_before: float | None = None,
+        due_before: float | None = None,
         limit: int | None = None,
     ) -> Iterator[RunInfo]:
         check_filters(status, limit)
         infos = (_info(run_id, raw) for run_id, raw in sorted(self._runs.copy().items()))
-        return islice((i for i in infos if matches(i, status, workflow, updated_before)), limit)
+        return islice(
+            (i for i in infos if matches(i, status, workflow, updated_before, due_before)), limit
+        )
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """The run as ``list_runs`` lists it; None when it has no checkpoint."""
+        raw = self._runs.get(check_run_id(run_id))
+        return None if raw is None else info_of(decode(raw, run_id, "memory"), len(raw))
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""
@@ -105,11 +120,14 @@ def _info(run_id: str, raw: bytes) -> RunInfo:
 class AsyncMemoryStore:
     """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
 
-    def __init__(self) -> None:
-        self.sync = MemoryStore()
+    def __init__(self, *, max_state_bytes: int | None = None) -> None:
+        self.sync = MemoryStore(max_state_bytes=max_state_bytes)
 
     async def load(self, run_id: str) -> Checkpoint | None:
         return self.sync.load(run_id)
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        return self.sync.run_info(run_id)
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self.sync.save(checkpoint)

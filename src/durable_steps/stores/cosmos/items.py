@@ -242,12 +242,17 @@ class Listing:
 _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
-    "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.attempt, c.size, c._etag, c._ts"
+    "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
+    "c._etag, c._ts"
 )
 
 
 def listing(
-    status: str | None, workflow: str | None, updated_before: float | None, limit: int | None
+    status: str | None,
+    workflow: str | None,
+    updated_before: float | None,
+    limit: int | None,
+    due_before: float | None = None,
 ) -> Listing:
     check_filters(status, limit)
     where: list[str] = []
@@ -264,6 +269,9 @@ def listing(
     if workflow is not None:
         parameters.append({"name": "@workflow", "value": workflow})
         where.append("c.workflow = @workflow")
+    if due_before is not None:
+        parameters.append({"name": "@due", "value": due_before})
+        where.append("(IS_NUMBER(c.wake_at) AND c.wake_at <= @due)")
     if updated_before is not None:
         parameters.append({"name": "@before", "value": updated_before})
         where.append("(NOT IS_NUMBER(c.updated_at) OR c.updated_at < @before)")
@@ -302,8 +310,8 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     schema: Any = row.get("schema")
     if _is(schema, int) and schema > SCHEMA:
         raise ValueError(f"it was written with schema {schema}; upgrade durable-steps")
-    if schema not in (1, SCHEMA) or isinstance(schema, bool):
-        raise ValueError(f"schema is {schema!r}, expected 1 or {SCHEMA}")
+    if schema not in (1, 2, SCHEMA) or isinstance(schema, bool):
+        raise ValueError(f"schema is {schema!r}, expected 1 to {SCHEMA}")
     if row.get("run_id") != run_id:
         raise ValueError(f"it belongs to run {row.get('run_id')!r}")
     step: Any = row.get("step")
@@ -312,7 +320,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         raise ValueError(f"step {step!r} does not match {count!r} completed step names")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ValueError("steps is not a list of names")
-    status = row.get("status") if schema == SCHEMA else None
+    status = row.get("status") if schema != 1 else None
     if schema == 1:
         status = "completed" if row.get("done") is True else "running"
     if status not in STATUSES:
@@ -320,7 +328,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
-    for key in ("updated_at", "lease_expires"):
+    for key in ("updated_at", "lease_expires", "wake_at"):
         if row.get(key) is not None and not _is(row.get(key), int | float):
             raise ValueError(f"{key} is not a number")
     attempt = row.get("attempt", 1)
@@ -339,5 +347,6 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         lease_expires=row.get("lease_expires"),
         owner=row.get("owner"),
         waiting_for=row.get("waiting_for"),
+        wake_at=row.get("wake_at"),
         attempt=attempt,
     )

@@ -22,6 +22,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from ...seam.document import info_of
 from ...seam.store import Checkpoint, RunInfo
 from .items import MAX_ITEM_BYTES, Listing, listing
 from .programs import CosmosPrograms, Program, T
@@ -138,11 +139,17 @@ class CosmosStore(CosmosPrograms):
         status: str | None = None,
         workflow: str | None = None,
         updated_before: float | None = None,
+        due_before: float | None = None,
         limit: int | None = None,
     ) -> Iterator[RunInfo]:
         """The runs matching the filters, in no particular order, streamed page by page
         from one projected query (no state is read or sent)."""
-        return self._list(listing(status, workflow, updated_before, limit))
+        return self._list(listing(status, workflow, updated_before, limit, due_before))
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """One run as ``list_runs`` lists it; None when it has no checkpoint."""
+        cp = self.load(run_id)
+        return None if cp is None else info_of(cp, 0)
 
     def _list(self, query: Listing) -> Iterator[RunInfo]:
         if query.done:
@@ -274,10 +281,16 @@ class AsyncCosmosStore(CosmosPrograms):
         status: str | None = None,
         workflow: str | None = None,
         updated_before: float | None = None,
+        due_before: float | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[RunInfo]:
         """As ``CosmosStore.list_runs``: ``async for info in store.list_runs(...)``."""
-        return self._list(listing(status, workflow, updated_before, limit))
+        return self._list(listing(status, workflow, updated_before, limit, due_before))
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        """As ``CosmosStore.run_info``."""
+        cp = await self.load(run_id)
+        return None if cp is None else info_of(cp, 0)
 
     async def _list(self, query: Listing) -> AsyncIterator[RunInfo]:
         if query.done:

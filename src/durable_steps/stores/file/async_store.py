@@ -16,8 +16,14 @@ class AsyncFileStore:
     so the event loop never waits on the disk. Same files, same locks: sync and
     async code can share one store directory."""
 
-    def __init__(self, path: str | os.PathLike[str] = ".durable") -> None:
-        self.sync = FileStore(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ".durable",
+        *,
+        max_state_bytes: int | None = None,
+        create: bool = True,
+    ) -> None:
+        self.sync = FileStore(path, max_state_bytes=max_state_bytes, create=create)
 
     def __repr__(self) -> str:
         return f"AsyncFileStore({str(self.sync.path)!r})"
@@ -31,12 +37,16 @@ class AsyncFileStore:
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         return await asyncio.to_thread(self.sync.delete, run_id, etag=etag)
 
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        return await asyncio.to_thread(self.sync.run_info, run_id)
+
     def list_runs(
         self,
         *,
         status: str | None = None,
         workflow: str | None = None,
         updated_before: float | None = None,
+        due_before: float | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[RunInfo]:
         """The sync listing, pulled in chunks of ``_CHUNK`` runs per worker-thread call
@@ -45,7 +55,11 @@ class AsyncFileStore:
         check_filters(status, limit)
         return _chunked(
             lambda: self.sync.list_runs(
-                status=status, workflow=workflow, updated_before=updated_before, limit=limit
+                status=status,
+                workflow=workflow,
+                updated_before=updated_before,
+                due_before=due_before,
+                limit=limit,
             )
         )
 

@@ -17,13 +17,14 @@ Record format (all lengths in bytes, numbers as lowercase hex)::
 - meta: every field of the checkpoint except the state, the step names and the
   signals (optional ones only when not null: missing reads as null), plus
   ``step_name`` (the last completed step's name) and ``sizes``:
-  the bytes that the state, the step names and the signals, each as JSON, take
+  the bytes that the state, the step names, the signals and the journal, each as JSON, take
   in a snapshot of this checkpoint (absent in records of earlier versions). A
   listing reads the last TAIL and this, never the state.
-- body: ``state`` (the whole state) or ``set`` (keys set to new values) and
-  ``extend`` (key -> items appended to a list); ``steps`` (all names) or
-  ``steps+`` (names appended); ``signals`` (all of them) when they changed. A
-  snapshot has ``state``, ``steps`` and ``signals``.
+- body: the change of the state and of the running step's journal as
+  ``seam.delta`` writes it (``state``, or ``set`` and ``extend``; ``calls`` or
+  ``calls+``); ``steps`` (all names) or ``steps+`` (names appended); ``signals``
+  (all of them) when they changed. A snapshot has ``state``, ``steps``,
+  ``signals`` and ``calls``.
 - 0x1E (RS) starts every record and appears nowhere else: JSON escapes every
   control character inside strings, and HEAD and TAIL hold only hex, spaces,
   "DSJ1" and newlines. A file whose first byte is not 0x1E was written by an
@@ -81,15 +82,15 @@ mean what they mean on a local disk.
 from __future__ import annotations
 
 import json
-import json.encoder
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ...seam import delta
 from ...seam.document import dumps, loads
 from ...seam.errors import StateTooLargeError
-from ...seam.state import Delta, note_lengths, noted_length
+from ...seam.state import Delta
 from ...seam.store import corrupt_error
 
 RS = b"\x1e"
@@ -112,12 +113,14 @@ class Record(NamedTuple):
 
 
 class Sizes(NamedTuple):
-    """The bytes a snapshot's body gives the state, the step names and the signals (each
-    its JSON), as of a record: in its meta as ``"sizes": [state, steps, signals]``."""
+    """The bytes a snapshot's body gives the state, the step names, the signals and the
+    running step's journal (each its JSON), as of a record: in its meta as ``"sizes":
+    [state, steps, signals, calls]`` (records of 0.1 have no calls: an empty journal)."""
 
     state: int
     steps: int
     signals: int
+    calls: int = delta.NO_CALLS
 
 
 def compact_at(base: int) -> int:
@@ -128,9 +131,9 @@ def compact_at(base: int) -> int:
 
 def snapshot_length(meta: int, sizes: Sizes) -> int:
     """The length of the snapshot a compaction would write now, for ``meta`` bytes of
-    meta: HEAD, meta, ``{"state":..,"steps":..,"signals":..}`` (30 bytes besides the
-    three), TAIL."""
-    return HEAD + meta + 30 + sizes.state + sizes.steps + sizes.signals + TAIL
+    meta: HEAD, meta, ``{"state":..,"steps":..,"signals":..,"calls":..}`` (39 bytes
+    besides the four), TAIL."""
+    return HEAD + meta + 39 + sum(sizes) + TAIL
 
 
 def sizes_of(meta: object) -> Sizes | None:
@@ -144,7 +147,7 @@ def sizes_of(meta: object) -> Sizes | None:
     found = meta.get("sizes") if isinstance(meta, dict) else None
     if (
         isinstance(found, list)
-        and len(found) == 3
+        and len(found) in (3, 4)
         and all(type(n) is int and n >= 0 for n in found)
     ):
         return Sizes(*found)
@@ -181,7 +184,7 @@ def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
     and but the optional fields that are null (a reader takes a missing one for null;
     every byte of a record is written and synced once per save)."""
     meta = doc.copy()
-    del meta["state"], meta["steps"], meta["signals"]
+    del meta["state"], meta["steps"], meta["signals"], meta["calls"]
     meta.pop("etag", None)
     for key in _OPTIONAL:
         if meta[key] is None:
@@ -192,33 +195,21 @@ def meta_of(doc: dict[str, Any]) -> dict[str, Any]:
 
 def body(
     doc: dict[str, Any],
-    delta: Delta | None,
+    change: Delta | None,
     steps: tuple[str, ...] | None,
     signals: bool,
     sizes: Sizes | None,
+    calls: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[bytes, Sizes | None]:
-    """A save's body (JSON) and the sizes after it. ``delta``: None for the whole state;
-    ``steps``: the names already stored (None: unknown, write all); ``signals``: whether
-    to write them; ``sizes``: as of the record before (None: unknown). The sizes after
-    are exact: a part written whole is measured, a change is added to what it changes
-    (the JSON a key and its old value took, a list's new items and commas); None when
-    a part that is not written whole had no known size."""
-    parts: list[bytes] = []
-    state: int | None
-    if delta is None:
-        whole = dumps(doc["state"])
-        parts.append(b'"state":' + whole)
-        state = len(whole)
-    else:
-        grown: int | None = 0
-        if delta.set:
-            part, grown = _set(delta.set, delta.before, doc["state"])
-            parts.append(b'"set":' + part)
-        if delta.extended:
-            part, more = _extend(delta.extended, doc["state"])
-            parts.append(b'"extend":' + part)
-            grown = None if grown is None else grown + more
-        state = None if sizes is None or grown is None else sizes.state + grown
+    """A save's body (JSON) and the sizes after it. ``change``: the state's, None to
+    write it whole; ``steps``: the names already stored (None: unknown, write all);
+    ``signals``: whether to write them; ``sizes``: as of the record before (None:
+    unknown); ``calls``: the journal as stored (None: unknown, write it whole). The
+    state and the journal are written as ``seam.delta`` says. The sizes after are
+    exact: a part written whole is measured, a change is added to what it changes;
+    None when a part that is not written whole had no known size."""
+    before = None if sizes is None else delta.Sizes(sizes.state, sizes.calls)
+    parts, data = delta.encode(doc["state"], change, doc["calls"], calls, before)
     names = doc["steps"]
     steps_size: int | None = None
     if steps is not None and tuple(names[: len(steps)]) == steps:
@@ -238,61 +229,22 @@ def body(
         signals_size = len(whole)
     after = (
         None
-        if state is None or steps_size is None or signals_size is None
-        else Sizes(state, steps_size, signals_size)
+        if data is None or steps_size is None or signals_size is None
+        else Sizes(data.state, steps_size, signals_size, data.calls)
     )
     return b"{" + b",".join(parts) + b"}", after
 
 
-def _set(
-    values: dict[str, Any], before: Mapping[str, Any] | None, state: Mapping[str, Any]
-) -> tuple[bytes, int | None]:
-    """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
-    unknown, without the state it applies to). The length of each new value's JSON is
-    noted on ``state``, so that when a later step replaces it, its length is known
-    without encoding it again (``state.note_lengths``)."""
-    entries, lengths = [], {}
-    grown, keys = 0, 0 if before is None else len(before)
-    for key, value in values.items():
-        name, encoded = _value(key), _value(value)
-        entries.append(b"%s:%s" % (name, encoded))
-        lengths[key] = len(encoded)
-        if before is None:
-            continue
-        old = before.get(key, _MISSING)
-        if old is _MISSING:  # a new member, after a comma unless it is the first
-            grown += len(name) + 1 + len(encoded) + (keys > 0)
-            keys += 1
-        else:
-            was = noted_length(before, key)
-            grown += len(encoded) - (len(_value(old)) if was is None else was)
-    note_lengths(state, lengths)
-    return b"{" + b",".join(entries) + b"}", None if before is None else grown
-
-
-def _value(value: Any) -> bytes:
-    """``dumps`` of one value; a string straight through the C escaper (most values)."""
-    if type(value) is str:
-        return _escape(value).encode()
-    return dumps(value)
-
-
-def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
-    """``extend``'s JSON object, and how many bytes longer it makes the state's JSON:
-    each list gains its new items, after a comma unless it was empty."""
-    entries = []
-    grown = 0
-    for key, items in lists.items():
-        added = dumps(items)
-        entries.append(b"%s:%s" % (_value(key), added))
-        if items:
-            grown += len(added) - 2 + (len(state[key]) > len(items))
-    return b"{" + b",".join(entries) + b"}", grown
-
-
-_MISSING = object()
-_OPTIONAL = ("workflow", "owner", "lease_expires", "waiting_for", "error", "trace")
-_escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ensure_ascii off
+_OPTIONAL = (
+    "workflow",
+    "owner",
+    "lease_expires",
+    "waiting_for",
+    "error",
+    "trace",
+    "wake_at",
+    "cancel_reason",
+)
 
 
 def record_at(data: bytes, o: int) -> Record | None:
@@ -342,21 +294,13 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
     state: Any = None
     steps: Any = None
     signals: Any = {}
+    calls: dict[int, Any] = {}
     for rec in records:
         meta, body = loads(rec.meta, run_id, where), loads(rec.body, run_id, where)
         try:
             if not isinstance(meta, dict) or not isinstance(body, dict):
                 raise TypeError("it is not a JSON object")
-            if "state" in body:
-                state = body["state"]
-            elif not isinstance(state, dict):
-                raise TypeError("it changes a state that no record before it holds")
-            else:
-                state.update(_object(body, "set"))
-                for key, items in _object(body, "extend").items():
-                    if not isinstance(state.get(key), list) or not isinstance(items, list):
-                        raise TypeError(f"it extends {key!r}, which is not a list")
-                    state[key].extend(items)
+            state = delta.apply(state, calls, body)
             if "steps" in body:
                 steps = body["steps"]
             elif body.get("steps+"):
@@ -367,7 +311,7 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
         except (TypeError, ValueError) as exc:
             raise corrupt_error(run_id, where, f"the record at byte {rec.start}: {exc}") from None
         doc = meta
-    doc |= {"steps": steps, "signals": signals, "state": state}
+    doc |= {"steps": steps, "signals": signals, "state": state, "calls": delta.journal(calls)}
     return doc, records
 
 
@@ -380,10 +324,3 @@ def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[R
         return doc, etag if isinstance(etag, str) else None, None
     doc, records = replay(data, run_id, where)
     return doc, records[-1].etag, records
-
-
-def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
-    value = body.get(key, {})
-    if not isinstance(value, dict):
-        raise TypeError(f"{key} is not a JSON object")
-    return value

@@ -59,6 +59,7 @@ def run_infos(
     status: str | None,
     workflow: str | None,
     updated_before: float | None,
+    due_before: float | None,
     limit: int | None,
 ) -> Iterator[RunInfo]:
     left = limit
@@ -74,7 +75,7 @@ def run_infos(
             if not entry.is_file(follow_symlinks=False):
                 continue
         info = entry_of(d, Path(entry.path))
-        if info is not None and matches(info, status, workflow, updated_before):
+        if info is not None and matches(info, status, workflow, updated_before, due_before):
             yield info
             left = None if left is None else left - 1
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...seam.document import dumps, from_document, to_document
-from ...seam.errors import StoreError
+from ...seam.errors import CorruptCheckpointError, StoreError
 from ...seam.etags import new_etag
 from ...seam.metering import wrote
 from ...seam.state import delta_since, is_checked
@@ -51,9 +51,11 @@ from ...seam.store import (
     RunInfo,
     check_filters,
     check_run_id,
+    check_size,
     conflict,
     delete_conflict,
     evolve,
+    state_limit,
 )
 from . import fileio, journal, journal_tail, listing, platform
 from .fileio import (
@@ -84,6 +86,7 @@ class _Known(NamedTuple):
     steps: tuple[str, ...]
     signals: object  # frozen signals as they are, others as JSON (see _signals_key)
     sizes: journal.Sizes | None
+    calls: tuple[Any, ...] | None = None  # the journal as written (None: unknown)
 
 
 class _End(NamedTuple):
@@ -97,16 +100,32 @@ class _End(NamedTuple):
 
 
 class FileStore:
-    """Checkpoints as files under ``path`` (created if missing)."""
+    """Checkpoints as files under ``path``, created if missing (``create=False``: a
+    ``StoreError`` instead, for tools that only read or change existing runs).
+    ``max_state_bytes``: the state size limit (default ``MAX_STATE_BYTES``)."""
 
-    def __init__(self, path: str | os.PathLike[str] = ".durable") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ".durable",
+        *,
+        max_state_bytes: int | None = None,
+        create: bool = True,
+    ) -> None:
         self.path = Path(path)
+        self.max_state_bytes = state_limit(max_state_bytes)
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._known: dict[str, _Known] = {}
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
         self._known_lock = threading.Lock()
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
+        if not create and not self._runs.is_dir():
+            raise StoreError(
+                f"there is no store at {self.path.absolute()} (no {self._runs.name}/ "
+                "directory in it): check DURABLE_FILE_PATH, or run from the directory "
+                "that holds .durable",
+                status_code=None,
+            )
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
@@ -183,33 +202,39 @@ class FileStore:
                     None if known is None else known.steps,
                     known is None or not (known.signals is signals or known.signals == signals),
                     end.sizes,
+                    None if known is None else known.calls,
                 )
+                # Sizes unknown (the record before is an earlier version's): a new file
+                # measures them. Compact once the file would outgrow 4x the snapshot.
                 if sizes is not None:
+                    check_size(cp.run_id, sizes.state + sizes.calls, self.max_state_bytes)
                     meta["sizes"] = sizes
-                m = dumps(meta)
-                record = journal.frame(m, body, doc["etag"])
-                # Compact once the file would outgrow 4x the snapshot of this checkpoint
-                # (its sizes unknown: of the file's first record, as earlier versions did).
-                base = end.base if sizes is None else journal.snapshot_length(len(m), sizes)
-                if end.end + len(record) <= journal.compact_at(base):
+                    m = dumps(meta)
+                    record = journal.frame(m, body, doc["etag"])
+                    base = journal.snapshot_length(len(m), sizes)
+                if sizes is not None and end.end + len(record) <= journal.compact_at(base):
                     self._append(file.fd, record, end, cp.run_id, target)
                     new_end = end.end + len(record)
                     stripe.appended(path, new_end, doc["etag"])
                     self._remember(
                         cp.run_id,
-                        _Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes),
+                        _Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes, cp.calls),
                     )
                     return len(record)
         finally:
             stripe.done(file)
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
-        body, sizes = journal.body(doc, None, None, True, None)
-        meta["sizes"] = sizes
+        body, whole = journal.body(doc, None, None, True, None)
+        assert whole is not None  # every part written whole is measured
+        check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
+        meta["sizes"] = whole
         snapshot = journal.frame(dumps(meta), body, doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
-        self._remember(cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals, sizes))
+        self._remember(
+            cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals, whole, cp.calls)
+        )
         return size
 
     def _end(
@@ -297,6 +322,7 @@ class FileStore:
         status: str | None = None,
         workflow: str | None = None,
         updated_before: float | None = None,
+        due_before: float | None = None,
         limit: int | None = None,
     ) -> Iterator[RunInfo]:
         """The runs, read one file at a time: of each, the last record's fields (never
@@ -311,8 +337,18 @@ class FileStore:
             status=status,
             workflow=workflow,
             updated_before=updated_before,
+            due_before=due_before,
             limit=limit,
         )
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """One run as ``list_runs`` lists it (its last record's fields, never its state);
+        None when it has no checkpoint. An unreadable one: ``CorruptCheckpointError``."""
+        target = self.file_for(run_id)
+        info = listing.entry_of(self._dir(), target)
+        if info is not None and info.error is not None:
+            raise CorruptCheckpointError(info.error, run_id=run_id)
+        return info
 
     def _load_listed(self, name: str) -> Checkpoint | None:
         with self._io("load", name, self._runs / name, ""):

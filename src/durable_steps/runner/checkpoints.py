@@ -1,0 +1,201 @@
+"""What each checkpoint of a claimed run holds, and the errors a run raises: pure
+functions of the run's last checkpoint, which ``run.RunProgram`` saves.
+
+- ``after_step``: a step returned; its updates merged, its journal dropped, the next
+  step's first attempt (or the run completed and its lease released);
+- ``retrying``: a step failed and is tried again: the next attempt counted first;
+- ``failed``: a step failed for good: the error recorded, the lease released;
+- ``waiting``: a step waits for a signal or a timer: the journal entry that says
+  until when, the lease released;
+- ``woken``: the awaited signal came while the step suspended: the next attempt;
+- ``released`` / ``stopped``: the lease given back as the run stands (``stopped``:
+  at a step boundary, the next step not started after all);
+- ``with_record``: a call recorded in the running step's journal.
+
+Every checkpoint made while a step runs keeps the step's journal (its records,
+merged with any saved meanwhile: ``merge_calls``), so a step that fails, waits or
+loses its lease replays its finished calls on its next attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..seam.errors import DurableError, LeaseLostError, RunWaiting, Suspend
+from ..seam.store import Checkpoint, evolve
+from .step import Step
+from .telemetry import log
+
+
+def lease(owner: str, seconds: float) -> dict[str, Any]:
+    return {"owner": owner, "lease_expires": time.time() + seconds}
+
+
+NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
+
+
+def after_step(
+    cp: Checkpoint, i: int, name: str, state: Any, last: bool, held: dict[str, Any]
+) -> Checkpoint:
+    return evolve(  # replace(), faster: once per step
+        cp,
+        step=i,
+        steps=(*cp.steps, name),
+        state=state,
+        status="completed" if last else "running",
+        attempt=1,  # the next step starts at once
+        first_attempt=1,
+        error=None,
+        calls=(),
+        updated_at=None,
+        **(NO_LEASE if last else held),
+    )
+
+
+def retrying(cp: Checkpoint, i: int, exc: BaseException, held: dict[str, Any]) -> Checkpoint:
+    return evolve(
+        cp, attempt=cp.attempt + 1, error=error_record(i, cp.attempt, exc), updated_at=None, **held
+    )
+
+
+def released(cp: Checkpoint) -> Checkpoint:
+    """The lease given back (cancelled, interrupted, stopping): the run stays as it is."""
+    return evolve(cp, updated_at=None, **NO_LEASE)
+
+
+def stopped(cp: Checkpoint) -> Checkpoint:
+    """Released at a step boundary: the next step did not start after all, so the
+    attempt counted for it (by the claim, or by the previous step's save) is undone."""
+    return evolve(released(cp), attempt=cp.attempt - 1)
+
+
+def failed(cp: Checkpoint, i: int, exc: BaseException) -> Checkpoint:
+    return evolve(released(cp), status="failed", error=error_record(i, cp.attempt, exc))
+
+
+def waiting(cp: Checkpoint, wait: Suspend) -> Checkpoint:
+    calls = cp.calls if wait.record is None else merge_calls(cp.calls, (wait.record,))
+    return evolve(
+        released(cp),
+        status="waiting",
+        waiting_for=wait.signal,
+        wake_at=wait.wake_at,
+        calls=calls,
+    )
+
+
+def woken(cp: Checkpoint, held: dict[str, Any]) -> Checkpoint:
+    """Back from a wait whose signal came meanwhile: the step's next attempt, a new
+    round of retries, under our lease again."""
+    return evolve(
+        cp,
+        status="running",
+        waiting_for=None,
+        wake_at=None,
+        attempt=cp.attempt + 1,
+        first_attempt=cp.attempt + 1,
+        updated_at=None,
+        **held,
+    )
+
+
+def with_record(cp: Checkpoint, record: Mapping[str, Any], held: dict[str, Any]) -> Checkpoint:
+    return evolve(cp, calls=merge_calls(cp.calls, (record,)), updated_at=None, **held)
+
+
+def merge_calls(
+    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """Two views of one step's journal as one, in index order. Of two records of one
+    index the later wins: a result over an attempt count, a higher count over a lower
+    (calls gathered under ``run_async`` record concurrently, each from its own view)."""
+    if not new:
+        return tuple(old)
+    merged = {r["i"]: r for r in old}
+    for r in new:
+        had = merged.get(r["i"])
+        if had is None or had is r or _later(r, had):
+            merged[r["i"]] = r
+    return tuple(merged[i] for i in sorted(merged))
+
+
+def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if "result" in b:
+        return False
+    return "result" in a or a.get("attempt", 0) >= b.get("attempt", 0)
+
+
+def error_record(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
+    kind = type(exc)
+    name, module = kind.__qualname__, kind.__module__
+    if module == DurableError.__module__:
+        module = "durable_steps._errors"  # the path stored checkpoints of earlier versions name
+    if module != "builtins":
+        name = f"{module}.{name}"
+    return {
+        "type": name,
+        # Lone surrogates (a file name decoded with surrogateescape) cannot be stored as
+        # JSON text: escape them, so that the failure is recorded all the same.
+        "message": str(exc)[:2000].encode("utf-8", "backslashreplace").decode(),
+        "step": i,
+        "attempt": attempt,
+        "at": time.time(),
+    }
+
+
+# -- the errors a run raises -------------------------------------------------------------
+
+
+def lost(run_id: str, step: int) -> LeaseLostError:
+    log.warning("run %r: lost its lease to another worker; step not saved", run_id)
+    return LeaseLostError(
+        f"run {run_id!r}: another worker took over this run's lease while step {step} ran "
+        "(it expired: a step or a pause outlived the lease without a heartbeat, or the "
+        "store was unreachable); this step's result was not saved. Raise lease=, or keep "
+        "steps async under run_async",
+        run_id=run_id,
+    )
+
+
+def deleted(run_id: str, step: int) -> LeaseLostError:
+    log.warning("run %r was deleted while it ran; step not saved", run_id)
+    return LeaseLostError(
+        f"run {run_id!r} was deleted while step {step} ran (runs delete, prune, or the "
+        "store's own expiry); this step's result was not saved and nothing more runs. Run "
+        "it again to start over",
+        run_id=run_id,
+    )
+
+
+def suspended(run_id: str, i: int, step: Step, wait: Suspend) -> RunWaiting:
+    if wait.signal is None:
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
+        log.info("run %r sleeps in step %d until %s", run_id, i, until)
+        what = f"sleeps in step {i} {step.name!r} until {until}"
+        then = "run it again after that (recover() and the worker do)"
+    else:
+        log.info("run %r is waiting for signal %r in step %d", run_id, wait.signal, i)
+        what = f"is waiting for signal {wait.signal!r} in step {i} {step.name!r}"
+        then = (
+            f"deliver it with send_signal() or 'durable-steps runs signal {run_id} "
+            f"{wait.signal}', then run it again (or let recover() do it)"
+        )
+        if wait.wake_at is not None:
+            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
+            then += f"; its deadline is {deadline}"
+    return RunWaiting(
+        f"run {run_id!r} {what}; its lease is released. {then[:1].upper()}{then[1:]}",
+        run_id=run_id,
+        signal=wait.signal,
+        wake_at=wait.wake_at,
+    )
+
+
+def annotate(exc: BaseException, run_id: str, i: int, step: Step, attempt: int) -> None:
+    kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
+    exc.add_note(
+        f"durable-steps: run {run_id!r} failed in step {i} {step.name!r} (attempt "
+        f"{attempt}); {kept}; running it again resumes at this step"
+    )

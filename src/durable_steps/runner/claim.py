@@ -1,0 +1,131 @@
+"""Claiming a run: what the loaded checkpoint allows, decided before anything runs.
+
+``claim_for`` takes the loaded checkpoint (None: a fresh run) and says what the run
+does next: raise (nothing ran, nothing was written), return None (nothing is left
+to run: the run completed), or return the checkpoint that claims it -- this worker
+as owner until now + ``lease``, the next step's attempt counted. In order:
+
+1. the completed part of the step list, and the workflow, must be the checkpoint's
+   (``StepMismatchError``);
+2. another worker's live lease is left alone (``RunLeasedError``);
+3. a cancelled run runs nothing (``RunCancelledError``);
+4. a waiting run stays waiting until its signal comes or its timer or deadline is
+   due (``RunWaiting``);
+5. a completed run runs nothing, even if its step list grew since: it is final;
+6. else the run is claimed. The next step was started once more than the
+   checkpoint says -- by a worker that crashed in it, or by us now -- so its attempt
+   is one higher; after a failure or a wait a new round of retries begins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..seam.errors import RunCancelledError, RunLeasedError, RunWaiting, StepMismatchError
+from ..seam.lease import lease_holder
+from ..seam.store import Checkpoint, evolve
+from .step import Step
+from .store_io import now
+from .telemetry import log
+
+
+def claim_for(
+    loaded: Checkpoint,
+    steps: Sequence[Step],
+    workflow: str | None,
+    owner: str,
+    held: dict[str, Any],
+) -> Checkpoint | None:
+    """The claim of a loaded run for ``owner`` (``held``: its lease fields), or None
+    when nothing is left to run; raises when the run is not to be run now."""
+    run_id = loaded.run_id
+    given = tuple(s.name for s in steps[: len(loaded.steps)])
+    if given != loaded.steps:
+        raise StepMismatchError(
+            f"run {run_id!r} completed steps {list(loaded.steps)}, but the step list "
+            f"now starts {list(given)}; nothing was run. Keep completed steps as they were "
+            "(append new ones only), or use a new run id",
+            run_id=run_id,
+        )
+    if workflow and loaded.workflow not in (None, workflow):
+        raise StepMismatchError(
+            f"run {run_id!r} belongs to workflow {loaded.workflow!r}, not {workflow!r}; "
+            "nothing was run. Use that workflow, or a new run id",
+            run_id=run_id,
+        )
+    if holder := lease_holder(loaded, owner, time.time()):
+        raise leased(loaded, holder)
+    if loaded.status == "cancelled":
+        raise cancelled(run_id, loaded.cancel_reason)
+    if loaded.status == "waiting" and not _due(loaded):
+        raise still_waiting(loaded)
+    if loaded.status == "completed" or loaded.step + 1 >= len(steps):
+        return None
+    started = loaded.attempt + 1
+    # After a failure or a wait, a new round of retries; after a crash, the same one.
+    new_round = loaded.status in ("failed", "waiting") or loaded.waiting_for is not None
+    return evolve(
+        loaded,
+        status="running",
+        workflow=workflow or loaded.workflow,
+        attempt=started,
+        first_attempt=started if new_round else loaded.first_attempt,
+        waiting_for=None,
+        wake_at=None,
+        updated_at=None,
+        **held,
+    )
+
+
+def _due(cp: Checkpoint) -> bool:
+    """Whether a waiting run may resume: its signal came, or its time is up."""
+    if cp.waiting_for is not None and cp.waiting_for in cp.signals:
+        return True
+    return cp.wake_at is not None and cp.wake_at <= now()
+
+
+def leased(cp: Checkpoint, holder: str) -> RunLeasedError:
+    expires = cp.lease_expires or time.time()
+    log.warning("run %r is leased by %s; nothing ran", cp.run_id, holder)
+    return RunLeasedError(
+        f"run {cp.run_id!r} is leased by {holder} until "
+        f"{time.strftime('%H:%M:%S', time.localtime(expires))} "
+        f"({expires - time.time():.0f}s from now); nothing ran and nothing was written. "
+        "Another worker is running it: leave it, or run it again after the lease expires "
+        "(a crashed worker's lease expires by itself)",
+        run_id=cp.run_id,
+        owner=holder,
+        expires_at=cp.lease_expires,
+    )
+
+
+def cancelled(run_id: str, reason: str | None) -> RunCancelledError:
+    why = f" ({reason})" if reason else ""
+    return RunCancelledError(
+        f"run {run_id!r} was cancelled{why}; nothing more of it runs. Start a new run "
+        "(another run id) to do the work again",
+        run_id=run_id,
+        reason=reason,
+    )
+
+
+def still_waiting(cp: Checkpoint) -> RunWaiting:
+    if cp.waiting_for is None:
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at or 0))
+        what = f"is asleep until {until}; nothing ran. Run it again after that"
+    else:
+        what = (
+            f"is still waiting for signal {cp.waiting_for!r}; nothing ran. Deliver it with "
+            "send_signal() or 'durable-steps runs signal', then run it again"
+        )
+        if cp.wake_at is not None:
+            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at))
+            what += f" (or after its deadline, {deadline})"
+    return RunWaiting(
+        f"run {cp.run_id!r} {what}",
+        run_id=cp.run_id,
+        signal=cp.waiting_for,
+        wake_at=cp.wake_at,
+    )

@@ -1,0 +1,306 @@
+"""Durable calls inside a step: each model or tool call recorded as it returns.
+
+An agent is a loop of unknown length inside one step. ``call(name, fn, *args)``
+runs ``fn(*args)`` and saves its result -- a checkpoint of its own -- before
+returning it; when the step runs again (a crash, a lost lease, a resumed wait), a
+call already recorded returns its recorded result without running ``fn``, and the
+first unrecorded call runs. ``await call_async(...)`` is the same under
+``run_async`` (``fn`` plain or async), and also inside a coroutine of a ``run``
+step (its save then blocks that coroutine's loop for the moment it takes).
+
+Design. Each step attempt has a ``Journal``: the step's records as the checkpoint
+holds them (``Checkpoint.calls``, one per call, sleep or wait, by index ``i``) and
+a counter. Every durable operation of the step takes the next index when it is
+made -- ``call_async`` when it is called, so calls gathered with ``asyncio.gather``
+or a ``TaskGroup`` are numbered in the order they were started -- and checks the
+record there: a record of another kind or name means the step's code changed, or
+is not deterministic between calls: ``StepMismatchError`` naming both, before
+anything runs. The records:
+
+    {"i": 3, "name": "llm", "at": 1733..., "result": <JSON>}          a finished call
+    {"i": 3, "name": "llm", "attempt": 2, "first": 1, "round": 1}     a call being retried
+    {"i": 4, "name": "sleep", "kind": "sleep", "wake_at": 1733...}    a sleep (``timers``)
+    {"i": 5, "name": "approval", "kind": "wait", "deadline": null}    a wait (``signals``)
+
+A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
+function, ``Record`` a record, ``Sleep`` between retries -- carried out by
+``_do_sync`` or ``_do_async``, so its semantics are written once. ``Record`` runs the
+run's own ``record`` program through the driver, so a call's save takes turns with
+the heartbeat and lands on top of the run's latest write like any other; the
+lease keeper merges the records of calls that save concurrently.
+
+- A call that raises records nothing: the exception propagates into the step,
+  which may catch it, and the call runs again on the step's next attempt. With
+  ``retry=Retry(...)`` it is retried in place, after the next attempt is recorded
+  (so a crash between attempts counts, as for steps); a new round of retries
+  begins when the step itself starts a new round.
+- A result follows the state's rules (``InvalidStateError`` before anything is
+  recorded) and is returned as recorded: a plain copy, the same on every replay.
+- Inside ``fn``, ``current_step()`` is the call's: its ``idempotency_key`` is the
+  same on every retry of that call and different for every call.
+- Once the run's lease is lost or the run is cancelled, no other call starts.
+- When the step completes, its records are dropped (``checkpoints.after_step``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar
+
+from ..seam import metering
+from ..seam.errors import StepMismatchError
+from ..seam.state import freeze, thaw
+from ..seam.store import check_name
+from . import store_io
+from .requests import Sleep, execute, execute_async
+from .retry import NEVER_RETRIED, ONCE, Retry
+from .step import StepContext, _current, current_step
+from .telemetry import CallSpan
+
+T = TypeVar("T")
+
+
+class Invoke(NamedTuple):
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    context: StepContext
+    span: CallSpan
+
+
+class Record(NamedTuple):
+    journal: Journal
+    record: Mapping[str, Any]
+    span: CallSpan | None = None
+    """The call's span, ended with the bytes the record took (a result's record)."""
+
+
+class Journal:
+    """The durable operations of one step attempt (see the top), numbered."""
+
+    __slots__ = ("_by_index", "_count", "driver", "records", "run")
+
+    def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
+        self.run, self.records = run, records
+        self.driver: Any = None
+        """Set by the driver that runs the step (``drivers``): its program ``r``, its
+        ``do``, its lease keeper ``keep``, ``is_async``, and (async) its ``io``."""
+        self._by_index: dict[int, Mapping[str, Any]] | None = None
+        self._count = itertools.count()
+
+    def take(self, kind: str, name: str) -> tuple[int, Mapping[str, Any] | None]:
+        """The next index, and what is recorded there (checked against what is asked)."""
+        i = next(self._count)
+        if self._by_index is None:
+            self._by_index = {r["i"]: r for r in self.records}
+        record = self._by_index.get(i)
+        if record is not None and (record.get("kind", "call"), record["name"]) != (kind, name):
+            was = f"{record.get('kind', 'call')} {record['name']!r}"
+            raise StepMismatchError(
+                f"run {self.run.run_id!r}: step {self.run.cp.step + 1} made {was} as its "
+                f"durable operation {i} last time, and now asks for {kind} {name!r}; nothing "
+                "was run. The step's code changed, or it is not deterministic between calls: "
+                "make the same calls in the same order (or use a new run id)",
+                run_id=self.run.run_id,
+            )
+        return i, record
+
+    def check(self) -> None:
+        """No other call starts once the run is lost (lease taken, cancelled, deleted)."""
+        lost = self.driver.keep.lost
+        if lost is not None:
+            raise lost
+
+
+def _journal(what: str) -> Journal:
+    journal = current_step().journal
+    if journal is None or journal.driver is None:
+        raise RuntimeError(f"{what}() is only available inside a step run by run() or run_async()")
+    return journal  # type: ignore[no-any-return]
+
+
+def call(
+    name: str, fn: Callable[..., T], /, *args: Any, retry: Retry | None = None, **kwargs: Any
+) -> T:
+    """``fn(*args, **kwargs)``, run once and recorded: when the step runs again, the
+    recorded result is returned without running ``fn`` (see the top)."""
+    journal = _journal("call")
+    if journal.driver.is_async:
+        raise TypeError(
+            f"call({name!r}, ...) inside a step run by run_async(): use "
+            f"'await call_async({name!r}, ...)', which does not block the event loop"
+        )
+    return execute(_call(journal, name, fn, args, kwargs, retry), _do_sync)  # type: ignore[no-any-return]
+
+
+def call_async(
+    name: str,
+    fn: Callable[..., Awaitable[T] | T],
+    /,
+    *args: Any,
+    retry: Retry | None = None,
+    **kwargs: Any,
+) -> Coroutine[Any, Any, T]:
+    """``call`` for coroutines: ``await call_async(name, fn, *args)``, ``fn`` plain or
+    async. It takes its place in the step's journal when it is called, so calls
+    started together (``asyncio.gather``) are numbered in the order they were made."""
+    journal = _journal("call_async")
+    program = _call(journal, name, fn, args, kwargs, retry)
+    try:
+        first = next(program)  # the index is taken now; a recorded call returns at once
+    except StopIteration as done:
+        return _returning(done.value)
+    do = _do_async if journal.driver.is_async else _do_blocking
+    return _rest(program, first, do)
+
+
+async def _returning(value: T) -> T:
+    return value
+
+
+async def _rest(program: Generator[Any, Any, T], request: Any, do: Any) -> T:
+    """``execute_async`` of a program that has made its first request already."""
+    while True:
+        try:
+            value, error = await do(request), None
+        except BaseException as exc:  # handed to the program, which decides
+            value, error = None, exc
+        try:
+            request = program.send(value) if error is None else program.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def _call(
+    journal: Journal,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    retry: Retry | None,
+) -> Generator[Invoke | Record | Sleep, Any, Any]:
+    """One call: replayed from its record, or run (and retried) and recorded."""
+    check_name(name, "call name")
+    if not callable(fn):
+        raise TypeError(f"call({name!r}, fn, ...): fn must be callable, not {fn!r}")
+    i, record = journal.take("call", name)
+    ctx = current_step()
+    obs = journal.run.obs
+    if record is not None and "result" in record:
+        obs.call_replayed(ctx.index, i, name)
+        return thaw(record["result"])
+    policy = retry or ONCE
+    attempt, first = 1, 1
+    if record is not None:  # attempts recorded: this one was started, or crashed in
+        attempt = record["attempt"] + 1
+        first = record["first"] if record.get("round") == ctx.first_attempt else attempt
+    while True:
+        journal.check()
+        span = obs.call(ctx.index, i, name, attempt)
+        try:
+            value = yield Invoke(
+                fn, args, kwargs, replace(ctx, call=(i, name), attempt=attempt), span
+            )
+        except BaseException as exc:
+            span.ended(exc)
+            used = attempt - first + 1
+            if isinstance(exc, NEVER_RETRIED) or not policy.retries(exc, used):
+                raise
+            attempt += 1
+            yield Record(
+                journal,
+                freeze(
+                    {"i": i, "name": name, "attempt": attempt, "first": first,
+                     "round": ctx.first_attempt},
+                    "", ctx.run_id, 0, "call record",
+                )
+            )  # fmt: skip
+            yield Sleep(policy.delay(used))
+            continue
+        try:  # a result that is not JSON fails the call (no retry: it would not become JSON)
+            result = freeze(value, f"[call {i} {name!r}]", ctx.run_id, 1, "call result")
+            journal.check()
+        except BaseException as exc:
+            span.ended(exc)
+            raise
+        done = {"i": i, "name": name, "at": time.time(), "result": result}
+        yield Record(journal, freeze(done, "", ctx.run_id, 0, "call result"), span)
+        return thaw(result)
+
+
+@contextlib.contextmanager
+def _in_call(request: Invoke) -> Iterator[None]:
+    """The call's context current (its idempotency key), and its span."""
+    token = _current.set(request.context)
+    try:
+        with request.span.current():
+            yield
+    finally:
+        _current.reset(token)
+
+
+def _do_sync(request: Invoke | Record | Sleep) -> Any:
+    if isinstance(request, Invoke):
+        with _in_call(request):
+            value = request.fn(*request.args, **request.kwargs)
+        if inspect.isawaitable(value):
+            getattr(value, "close", lambda: None)()  # no "never awaited" warning
+            raise TypeError(
+                f"call({request.context.call[1]!r}, ...) got an async function: await "  # type: ignore[index]
+                "call_async(...) instead"
+            )
+        return value
+    if isinstance(request, Record):
+        return _recorded(request)
+    return store_io._sleep(request.seconds)
+
+
+async def _do_async(request: Invoke | Record | Sleep) -> Any:
+    if isinstance(request, Invoke):
+        with _in_call(request):
+            value = request.fn(*request.args, **request.kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        return value
+    if isinstance(request, Record):
+        driver = request.journal.driver
+        with _recording(request):
+            saved = await execute_async(driver.r.record(request.record), driver.do)
+        if driver.io.cancelled:
+            raise asyncio.CancelledError  # held back while the save finished
+        return saved
+    return await store_io._asleep(request.seconds)
+
+
+async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
+    """``call_async`` in a coroutine of a ``run`` step: ``fn`` awaited, the save made
+    with the run's blocking I/O (it holds the coroutine's loop while it lasts)."""
+    if isinstance(request, Record):
+        return _recorded(request)
+    return await _do_async(request)
+
+
+def _recorded(request: Record) -> Any:
+    driver = request.journal.driver
+    with _recording(request):
+        return execute(driver.r.record(request.record), driver.do)
+
+
+@contextlib.contextmanager
+def _recording(request: Record) -> Iterator[None]:
+    """Around a record's save: the call's span ended with its outcome and bytes."""
+    with metering.counting() as written:
+        try:
+            yield
+        except BaseException as exc:
+            if request.span is not None:
+                request.span.ended(exc)
+            raise
+    if request.span is not None:
+        request.span.ended(None, sum(written))

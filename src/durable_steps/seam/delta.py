@@ -1,0 +1,197 @@
+"""A checkpoint's data as a store writes it: whole, or as its change since the version
+the store holds -- the one format that the file journal's records and Cosmos DB's
+segments share, with the exact sizes a snapshot would have after it.
+
+A checkpoint's *data* is its state (a JSON object) and the journal of its running
+step (``calls``: a list of records, each a JSON object with its index ``i``). Every
+other field is small, and each store writes it whole.
+
+A change is a set of JSON members, which a store joins into an object:
+
+- ``"state": {...}`` the whole state; or ``"set": {...}`` (keys set to new values)
+  and ``"extend": {...}`` (key -> items appended to a list): the ``state.Delta``
+  the runner knows, since nothing is ever removed from a state;
+- ``"calls": [...]`` every record; or ``"calls+": [...]`` the records added since,
+  where a record of an index already there replaces it (a retried call's attempt
+  count by its result). A completed step drops its records: ``"calls": []``.
+
+``apply`` replays such an object onto a state and a journal. ``Sizes`` are the bytes
+that the state and the journal, each as compact JSON, take in a snapshot after the
+change: exact without encoding the state (a replaced value's old length is the one
+noted when it was written, ``state.note_lengths``); None where a part that is not
+written whole had no known size before.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .document import dumps
+from .state import Delta, note_lengths, noted_length
+
+
+class Sizes(NamedTuple):
+    """Bytes of the state's JSON and of the journal's (a list of records) in a snapshot."""
+
+    state: int
+    calls: int
+
+
+NO_CALLS = 2
+"""The bytes of an empty journal: ``[]``."""
+
+
+def encode(
+    state: Mapping[str, Any],
+    delta: Delta | None,
+    calls: Sequence[Mapping[str, Any]],
+    known_calls: Sequence[Mapping[str, Any]] | None,
+    sizes: Sizes | None,
+) -> tuple[list[bytes], Sizes | None]:
+    """The members that turn the stored data into ``state`` and ``calls``, and the
+    sizes after. ``delta``: the state's change since the stored version (None: write
+    it whole); ``known_calls``: the journal as stored (None: unknown, write it
+    whole); ``sizes``: as stored (None: unknown)."""
+    parts: list[bytes] = []
+    state_size: int | None
+    if delta is None:
+        whole = dumps(state)
+        parts.append(b'"state":' + whole)
+        state_size = len(whole)
+    else:
+        grown: int | None = 0
+        if delta.set:
+            part, grown = _set(delta.set, delta.before, state)
+            parts.append(b'"set":' + part)
+        if delta.extended:
+            part, more = _extend(delta.extended, state)
+            parts.append(b'"extend":' + part)
+            grown = None if grown is None else grown + more
+        state_size = None if sizes is None or grown is None else sizes.state + grown
+    part, calls_size = _calls(calls, known_calls, None if sizes is None else sizes.calls)
+    if part:
+        parts.append(part)
+    after = None if state_size is None or calls_size is None else Sizes(state_size, calls_size)
+    return parts, after
+
+
+def _calls(
+    calls: Sequence[Mapping[str, Any]],
+    known: Sequence[Mapping[str, Any]] | None,
+    size: int | None,
+) -> tuple[bytes, int | None]:
+    """The journal's member (empty when unchanged) and its size after."""
+    if known is not None:
+        by_index = {r["i"]: r for r in calls}
+        if all(r["i"] in by_index for r in known):  # nothing dropped: records added
+            # Records are frozen: one that is stored is the very object in both.
+            stored = {id(r) for r in known}
+            new = [r for r in calls if id(r) not in stored]
+            if not new:
+                return b"", size
+            added = dumps(new)
+            if size is None:
+                return b'"calls+":' + added, None
+            replaced = [r for r in known if by_index[r["i"]] is not r]
+            items = size - NO_CALLS - max(len(known) - 1, 0)  # the bytes of the records
+            items -= sum(len(dumps(r)) for r in replaced)
+            items += len(added) - NO_CALLS - (len(new) - 1)
+            return b'"calls+":' + added, items + NO_CALLS + max(len(calls) - 1, 0)
+    whole = dumps(list(calls))
+    return b'"calls":' + whole, len(whole)
+
+
+def apply(
+    state: dict[str, Any] | None, calls: dict[int, Any], change: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Apply one change (see the top) to ``state`` (returned: a whole ``state`` replaces
+    it) and ``calls`` (index -> record, in place). TypeError or ValueError names what
+    is wrong with a change that does not fit."""
+    if "state" in change:
+        state = change["state"]
+        if not isinstance(state, dict):
+            raise TypeError("its state is not a JSON object")
+    elif "set" in change or "extend" in change:
+        if not isinstance(state, dict):
+            raise TypeError("it changes a state that nothing before it holds")
+        state.update(_object(change, "set"))
+        for key, items in _object(change, "extend").items():
+            if not isinstance(state.get(key), list) or not isinstance(items, list):
+                raise TypeError(f"it extends {key!r}, which is not a list")
+            state[key].extend(items)
+    if "calls" in change:
+        calls.clear()
+    for key in ("calls", "calls+"):
+        records = change.get(key, [])
+        if not isinstance(records, list):
+            raise TypeError(f"{key} is not a list")
+        for record in records:
+            if not isinstance(record, dict) or type(record.get("i")) is not int:
+                raise TypeError(f"{key} holds something that is not a call record")
+            calls[record["i"]] = record
+    return state
+
+
+def journal(calls: dict[int, Any]) -> list[Any]:
+    """``apply``'s records as a checkpoint holds them: in the order of their index."""
+    return [calls[i] for i in sorted(calls)]
+
+
+def _object(change: dict[str, Any], key: str) -> dict[str, Any]:
+    value = change.get(key, {})
+    if not isinstance(value, dict):
+        raise TypeError(f"{key} is not a JSON object")
+    return value
+
+
+def _set(
+    values: dict[str, Any], before: Mapping[str, Any] | None, state: Mapping[str, Any]
+) -> tuple[bytes, int | None]:
+    """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
+    unknown, without the state it applies to). The length of each new value's JSON is
+    noted on ``state``, so that when a later step replaces it, its length is known
+    without encoding it again (``state.note_lengths``)."""
+    entries, lengths = [], {}
+    grown, keys = 0, 0 if before is None else len(before)
+    for key, value in values.items():
+        name, encoded = _value(key), _value(value)
+        entries.append(b"%s:%s" % (name, encoded))
+        lengths[key] = len(encoded)
+        if before is None:
+            continue
+        old = before.get(key, _MISSING)
+        if old is _MISSING:  # a new member, after a comma unless it is the first
+            grown += len(name) + 1 + len(encoded) + (keys > 0)
+            keys += 1
+        else:
+            was = noted_length(before, key)
+            grown += len(encoded) - (len(_value(old)) if was is None else was)
+    note_lengths(state, lengths)
+    return b"{" + b",".join(entries) + b"}", None if before is None else grown
+
+
+def _value(value: Any) -> bytes:
+    """``dumps`` of one value; a string straight through the C escaper (most values)."""
+    if type(value) is str:
+        return _escape(value).encode()
+    return dumps(value)
+
+
+def _extend(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
+    """``extend``'s JSON object, and how many bytes longer it makes the state's JSON:
+    each list gains its new items, after a comma unless it was empty."""
+    entries = []
+    grown = 0
+    for key, items in lists.items():
+        added = dumps(items)
+        entries.append(b"%s:%s" % (_value(key), added))
+        if items:
+            grown += len(added) - 2 + (len(state[key]) > len(items))
+    return b"{" + b",".join(entries) + b"}", grown
+
+
+_MISSING = object()
+_escape = json.encoder.encode_basestring  # what the JSON encoder uses, with ensure_ascii off
