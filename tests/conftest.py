@@ -1,4 +1,5 @@
-"""The contract suite's backends, built on the plugin users get (durable_steps.testing).
+"""The fixtures tests share. First the contract suite's backends, built on the plugin
+users get (durable_steps.testing):
 
 file, memory                 the local stores
 cosmos-local                 CosmosStore over HTTP against @vercel/cosmosdb-server
@@ -12,6 +13,12 @@ Which of file, memory, cosmos-local and cosmos-emulator run is the plugin's
 plugin gives ``cosmos_local`` and ``cosmos_emulator`` (session endpoints, a database
 of their own) and a fresh store per test (``open_store``: a Cosmos container per
 test, deleted after it).
+
+Then what several test modules need: ``api`` (the public calls on every backend, sync
+or async), ``pauses`` (a fake clock for retry pauses), ``store`` (a FileStore of the
+test's own), ``env`` (the environment of a store that processes share), ``cli`` (the
+console script on a store of the test's own), ``proxied`` and ``through`` (Cosmos DB
+behind a counting proxy).
 """
 
 from __future__ import annotations
@@ -22,15 +29,19 @@ import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import durable_steps as ds
+from durable_steps.runner import store_io
 from durable_steps.testing import CosmosEndpoint, open_store, selected_backends
 from durable_steps.testing import _parametrized as parametrized
+
+from .helpers.clitools import Cli
+from .helpers.proxy import Proxy, in_front_of
 
 pytest_plugins = ["pytester"]
 
@@ -204,6 +215,159 @@ def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> 
 def run_id() -> str:
     """A fresh run id per test, so shared servers need no cleanup."""
     return f"test-{uuid.uuid4()}"
+
+
+# -- the public calls on every backend ----------------------------------------------------
+
+
+@dataclass
+class Api:
+    """The public calls, sync for sync stores and awaited (on the test loop) for async ones."""
+
+    backend: Backend
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def is_async(self) -> bool:
+        return self.backend.name.endswith("-async")
+
+    @property
+    def store(self) -> Any:
+        return self.backend.store
+
+    def _call(
+        self, sync: Callable[..., Any], aio: Callable[..., Any], *args: Any, **kw: Any
+    ) -> Any:
+        if not self.is_async:
+            return sync(self.store, *args, **kw)
+        future = asyncio.run_coroutine_threadsafe(aio(self.store.aio, *args, **kw), self.loop)
+        return future.result(60)
+
+    def run(self, run_id: str, steps: list[ds.Step], **kw: Any) -> dict[str, Any]:
+        return self._call(  # type: ignore[no-any-return]
+            lambda s, *a, **k: ds.run(a[0], a[1], s, **k),
+            lambda s, *a, **k: ds.run_async(a[0], a[1], s, **k),
+            run_id,
+            steps,
+            **kw,
+        )
+
+    def start(self, w: ds.Workflow, run_id: str, **kw: Any) -> dict[str, Any]:
+        return self._call(  # type: ignore[no-any-return]
+            lambda s, *a, **k: w.run(a[0], s, **k),
+            lambda s, *a, **k: w.run_async(a[0], s, **k),
+            run_id,
+            **kw,
+        )
+
+    def create(self, w: ds.Workflow, run_id: str, **kw: Any) -> bool:
+        """``Workflow.start``: the run created for the workers, nothing run."""
+        return self._call(  # type: ignore[no-any-return]
+            lambda s, *a, **k: w.start(a[0], s, **k),
+            lambda s, *a, **k: w.start_async(a[0], s, **k),
+            run_id,
+            **kw,
+        )
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> ds.Checkpoint:
+        return self._call(ds.send_signal, ds.send_signal_async, run_id, name, payload)  # type: ignore[no-any-return]
+
+    def recover(self, workflows: list[ds.Workflow], **kw: Any) -> list[ds.Recovered]:
+        return self._call(ds.recover, ds.recover_async, workflows, **kw)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def api(backend: Backend, loop: asyncio.AbstractEventLoop) -> Api:
+    return Api(backend, loop)
+
+
+def pause_with(monkeypatch: pytest.MonkeyPatch, pause: Callable[[float], Any]) -> None:
+    """A fake clock: retry pauses call ``pause(seconds)`` instead of sleeping, under run()
+    and under run_async() (there in a worker thread, so the event loop stays free)."""
+
+    async def asleep(seconds: float) -> None:
+        await asyncio.to_thread(pause, seconds)
+
+    monkeypatch.setattr(store_io, "_sleep", pause)
+    monkeypatch.setattr(store_io, "_asleep", asleep)
+
+
+@pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A fake clock for retry backoff: pauses are recorded, not slept."""
+    seen: list[float] = []
+    pause_with(monkeypatch, seen.append)
+    return seen
+
+
+# -- one store of the test's own ------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ds.FileStore]:
+    """A FileStore in the test's directory (the file store's own tests), closed after."""
+    with ds.FileStore(tmp_path / "store") as opened:
+        yield opened
+
+
+def store_env(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> dict[str, str]:
+    """The variables that make store_from_env() open ``backend``: ``file`` (in the
+    test's directory), ``memory``, or ``cosmos-local`` (the local Cosmos DB server)."""
+    if backend == "cosmos-local":
+        cosmos: Cosmos = request.getfixturevalue("cosmos_local")
+        return cosmos.env()
+    return {"DURABLE_STORE": backend, "DURABLE_FILE_PATH": str(tmp_path / "store")}
+
+
+@pytest.fixture(params=["file", "cosmos-local"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The environment of a store that several processes (or event loops) can share."""
+    return store_env(request, tmp_path, request.param)
+
+
+@pytest.fixture(params=["file", "cosmos-local"])
+def cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
+    """The console script on a store of the test's own: a file store in the test's
+    directory, or a fresh container on the local Cosmos DB server."""
+    if request.param == "file":
+        yield Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")})
+        return
+    cosmos = request.getfixturevalue("cosmos_local").fresh()
+    try:
+        yield Cli(cosmos.env())
+    finally:
+        cosmos.drop()
+
+
+# -- Cosmos DB behind a proxy -------------------------------------------------------------
+
+
+@pytest.fixture
+def proxied(cosmos_local: Cosmos) -> Iterator[tuple[Cosmos, Proxy]]:
+    """The local Cosmos DB server behind a counting proxy: the endpoint through it, and
+    the proxy."""
+    with in_front_of(cosmos_local) as pair:
+        yield pair
+
+
+@pytest.fixture(params=["sync", "async"])
+def through(
+    request: pytest.FixtureRequest,
+    proxied: tuple[Cosmos, Proxy],
+    loop: asyncio.AbstractEventLoop,
+) -> Iterator[tuple[Any, Proxy, Cosmos]]:
+    """A CosmosStore (or AsyncCosmosStore behind a sync facade) whose every request goes
+    through a proxy; also the container's direct endpoint, for a second writer."""
+    endpoint, proxy = proxied
+    store: Any = (
+        endpoint.store() if request.param == "sync" else SyncFacade(endpoint.async_store(), loop)
+    )
+    try:
+        store.load("warm-up")  # the async store resolves its container on first use
+        proxy.clear()
+        yield store, proxy, replace(endpoint, endpoint=proxy.upstream_url)
+    finally:
+        store.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

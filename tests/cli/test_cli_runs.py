@@ -7,7 +7,6 @@ import io
 import json
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,7 @@ import durable_steps as ds
 from durable_steps.cli import runs as cli_runs
 from durable_steps.cli.common import Progress
 
-from ..helpers.clitools import Cli, store_cli, wait_for_prompt
-
-
-@pytest.fixture(params=["file", "cosmos-local"])
-def cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
-    yield from store_cli(request, tmp_path)
+from ..helpers.clitools import Cli, Unreachable, wait_for_prompt
 
 
 def _boom(state: Any) -> None:
@@ -322,28 +316,6 @@ def test_a_long_listing_is_one_table_printed_page_by_page(tmp_path: Path) -> Non
     assert lines[-1] == "230 run(s)"
 
 
-class _Dropping:
-    """A real file store whose listing breaks after ``after`` runs (a connection lost)."""
-
-    def __init__(self, path: Path, after: int) -> None:
-        self.store, self.after = ds.FileStore(path), after
-
-    def __enter__(self) -> _Dropping:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-
-    def __repr__(self) -> str:
-        return repr(self.store)
-
-    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
-        for n, info in enumerate(self.store.list_runs(**filters)):
-            if n == self.after:
-                raise ds.StoreError("the connection dropped", status_code=None)
-            yield info
-
-
 def test_list_prints_rows_as_the_store_yields_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -352,7 +324,7 @@ def test_list_prints_rows_as_the_store_yields_them(
     with ds.FileStore(tmp_path) as store:
         for n in range(cli_runs.PAGE + 50):
             store.save(ds.Checkpoint(f"run-{n:04}", -1, {}))
-    monkeypatch.setattr(cli_runs, "store_for", lambda spec: _Dropping(tmp_path, 120))
+    monkeypatch.setattr(cli_runs, "store_for", lambda spec: Unreachable(tmp_path, listed=120))
     with pytest.raises(ds.StoreError):
         cli_runs.runs_list.callback(status=None, workflow=None, limit=None, as_json=False)  # type: ignore[misc]
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import durable_steps as ds
 
 SCRIPT = str(Path(sys.executable).with_name("durable-steps"))
@@ -67,16 +65,37 @@ class Cli:
         return ds.store_from_env(self.env)
 
 
-def store_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
-    """The body of a ``cli`` fixture parametrised over ``file`` and ``cosmos-local``."""
-    if request.param == "file":
-        yield Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")})
-        return
-    cosmos = request.getfixturevalue("cosmos_local").fresh()
-    try:
-        yield Cli(cosmos.env())
-    finally:
-        cosmos.drop()
+class Unreachable:
+    """A real file store that fails like a backend whose connection is lost: its saves
+    after ``saves`` of them, its listing after ``listed`` runs (None: never)."""
+
+    def __init__(self, path: Path, *, saves: int | None = None, listed: int | None = None) -> None:
+        self.store, self.saves, self.listed = ds.FileStore(path), saves, listed
+
+    def __enter__(self) -> Unreachable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return repr(self.store)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        if self.saves == 0:
+            raise ds.StoreError("cannot reach the store", status_code=None)
+        if self.saves is not None:
+            self.saves -= 1
+        return self.store.save(cp)
+
+    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
+        for n, info in enumerate(self.store.list_runs(**filters)):
+            if n == self.listed:
+                raise ds.StoreError("the connection dropped", status_code=None)
+            yield info
 
 
 def wait_for_prompt(proc: subprocess.Popen[str]) -> str:

@@ -62,7 +62,9 @@ def test_readme_console_session_runs_as_shown(session: str, tmp_path: Path) -> N
     """Each console session runs command by command and prints what the README shows."""
     for name, code in FILES.items():
         (tmp_path / name).write_text(code)
-    for command, expected in re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n)*)", session, re.M):
+    commands = re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n)*)", session, re.M)
+    assert commands, "no `$ command` line in the session"
+    for command, expected in commands:
         argv = shlex.split(command)
         if argv[0] == "python":
             argv[0] = sys.executable

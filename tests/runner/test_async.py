@@ -14,17 +14,14 @@ import pytest
 import durable_steps as ds
 from durable_steps import Step
 
-from ..conftest import Cosmos
-from .test_processes import Place
+from ..conftest import Cosmos, store_env
+from ..helpers.places import Place
 
 
 @pytest.fixture(params=["file", "memory", "cosmos-local"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
-    """The environment of an async store (built by async_store_from_env)."""
-    if request.param == "cosmos-local":
-        cosmos: Cosmos = request.getfixturevalue("cosmos_local")
-        return cosmos.env()
-    return {"DURABLE_STORE": request.param, "DURABLE_FILE_PATH": str(tmp_path / "s")}
+    """The environment of an async store (built by async_store_from_env): memory too."""
+    return store_env(request, tmp_path, request.param)
 
 
 def arun(coro: Any) -> Any:
@@ -265,15 +262,9 @@ def test_current_step_is_right_inside_concurrent_tasks(run_id: str) -> None:
     assert all(a == b for a, b in seen)
 
 
-@pytest.mark.parametrize("backend", ["file", "cosmos-local"])
-def test_hundred_concurrent_runs_all_complete(
-    backend: str, tmp_path: Path, run_id: str, request: pytest.FixtureRequest
-) -> None:
+@pytest.mark.parametrize("env", ["file", "cosmos-local"], indirect=True)
+def test_hundred_concurrent_runs_all_complete(env: dict[str, str], run_id: str) -> None:
     """100 runs at once in one event loop (asyncio.gather) all complete with the right state."""
-    if backend == "file":
-        env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path)}
-    else:
-        env = request.getfixturevalue("cosmos_local").env()
 
     def steps(i: int) -> list[Step]:
         async def fetch(state: Any) -> dict[str, int]:
@@ -335,15 +326,11 @@ def test_two_tasks_racing_on_one_run(env: dict[str, str], run_id: str) -> None:
     assert ran == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("backend", ["file", "cosmos-local"])
+@pytest.mark.parametrize("env", ["file", "cosmos-local"], indirect=True)
 def test_crashed_process_resumes_an_async_run(
-    backend: str, tmp_path: Path, run_id: str, request: pytest.FixtureRequest
+    env: dict[str, str], tmp_path: Path, run_id: str
 ) -> None:
     """An async run killed by os._exit in step b resumes in a new process: a once, b twice."""
-    if backend == "file":
-        env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "s")}
-    else:
-        env = request.getfixturevalue("cosmos_local").env()
     place = Place(env, tmp_path / "effects")
     assert place.run("async-crash-in-b", run_id, CRASH="1").returncode == 3
     done = place.run("async-crash-in-b", run_id)

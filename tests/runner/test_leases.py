@@ -69,12 +69,8 @@ class Workers:
         return ds.store_from_env(self.env)
 
 
-@pytest.fixture(params=["file", "cosmos-local"])
-def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]:
-    if request.param == "file":
-        env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
-    else:
-        env = request.getfixturevalue("cosmos_local").env()
+@pytest.fixture
+def workers(env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
     children = Workers(env, tmp_path)
     yield children
     children.kill_the_rest()

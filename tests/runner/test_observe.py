@@ -23,7 +23,6 @@ from opentelemetry.trace import StatusCode
 
 import durable_steps as ds
 from durable_steps import Retry, Step
-from durable_steps.runner import store_io
 
 CHILD = str(Path(__file__).parents[1] / "helpers" / "otel_child.py")
 P = "durable_steps."
@@ -131,13 +130,13 @@ def test_a_failed_step_records_the_exception_on_its_span(
     assert event.attributes["exception.type"] == "ValueError"
 
 
+@pytest.mark.usefixtures("pauses")  # retries pause on a fake clock
 def test_a_step_span_ends_with_the_outcome_of_its_attempt(
-    spans: InMemorySpanExporter, run_id: str, monkeypatch: pytest.MonkeyPatch
+    spans: InMemorySpanExporter, run_id: str
 ) -> None:
     """A step span ends once its attempt's outcome is saved: failed for an attempt that
     is retried and for a result that is not JSON, waiting for a wait; the save that
     records it is its child."""
-    monkeypatch.setattr(store_io, "_sleep", lambda s: None)
     store = ds.MemoryStore()
     flaky = raising_first(TimeoutError("429"))
 
@@ -225,12 +224,10 @@ def test_cosmos_requests_appear_under_the_save_span(
     assert not any(s.name.startswith(P) for s in children)
 
 
-def test_log_lines_tell_the_story_of_a_run(
-    caplog: pytest.LogCaptureFixture, run_id: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("pauses")  # retries pause on a fake clock
+def test_log_lines_tell_the_story_of_a_run(caplog: pytest.LogCaptureFixture, run_id: str) -> None:
     """INFO for started, resumed, waiting and completed; WARNING for a retried and a failed
     step (with the error type), a refused lease and a taken-over lease; DEBUG per save."""
-    monkeypatch.setattr(store_io, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     store = ds.MemoryStore()
     flaky = raising_first(TimeoutError(), TimeoutError())
@@ -277,15 +274,14 @@ def test_log_lines_tell_the_story_of_a_run(
     assert f"WARNING run {run_id + '-z'!r}: lost its lease to another worker" in text
 
 
+@pytest.mark.usefixtures("pauses")  # retries pause on a fake clock
 def test_no_log_line_or_span_attribute_carries_state(
     spans: InMemorySpanExporter,
     caplog: pytest.LogCaptureFixture,
     run_id: str,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """State values and state keys never appear in a log record or a span attribute, in
     success, retry, failure, waiting and invalid-state paths."""
-    monkeypatch.setattr(store_io, "_sleep", lambda s: None)
     caplog.set_level(logging.DEBUG, logger="durable_steps")
     key, value = "api_token_QZX", "s3cr3t-VALUE-8812"
     store = ds.MemoryStore()

@@ -4,59 +4,22 @@ file store and on CosmosStore (cosmos-local)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import select
 import signal
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import durable_steps as ds
 
-CHILD = str(Path(__file__).parents[1] / "helpers" / "child.py")
+from ..helpers.places import Place
 
 
-@dataclass
-class Place:
-    """A store configured by environment, as a child process would see it."""
-
-    env: dict[str, str]
-    effects: Path
-
-    def spawn(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
-        env = {**os.environ, **self.env, "SIDE_EFFECTS": str(self.effects), **extra_env}
-        return subprocess.Popen(
-            [sys.executable, CHILD, *args],
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-
-    def run(self, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-        proc = self.spawn(*args, **extra_env)
-        out, err = proc.communicate(timeout=120)
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-    def store(self) -> Any:
-        return ds.store_from_env(self.env)
-
-    def effects_log(self) -> list[str]:
-        return self.effects.read_text().split() if self.effects.exists() else []
-
-
-@pytest.fixture(params=["file", "cosmos-local"])
-def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
-    if request.param == "file":
-        env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
-    else:
-        env = request.getfixturevalue("cosmos_local").env()
+@pytest.fixture
+def place(env: dict[str, str], tmp_path: Path) -> Place:
     return Place(env, tmp_path / "effects.log")
 
 

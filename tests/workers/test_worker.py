@@ -40,13 +40,12 @@ FLOWS = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["file", "cosmos-local"])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+@pytest.fixture
+def env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The shared store's environment (conftest's ``env``), with the workflows of FLOWS
+    importable in the test's directory and their side effects in a file there."""
     (tmp_path / "flows.py").write_text(FLOWS)
-    base = {"EFFECTS": str(tmp_path / "effects")}
-    if request.param == "file":
-        return {**base, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")}
-    return {**base, **request.getfixturevalue("cosmos_local").env()}
+    return {"EFFECTS": str(tmp_path / "effects"), **env}
 
 
 _started: list[subprocess.Popen[str]] = []

@@ -18,7 +18,7 @@ from azure.core.pipeline.transport import RequestsTransport
 import durable_steps as ds
 
 from ...conftest import Cosmos, SyncFacade
-from ...helpers.proxy import Proxy, in_front_of
+from ...helpers.proxy import Proxy
 
 
 class CountingTransport(RequestsTransport):  # type: ignore[misc]
@@ -203,12 +203,6 @@ def test_finished_runs_carry_the_ttl_unfinished_ones_do_not(cosmos: Cosmos, run_
 
 
 # -- what a save sends and receives ---------------------------------------------------
-
-
-@pytest.fixture
-def proxied(cosmos_local: Cosmos) -> Iterator[tuple[Cosmos, Proxy]]:
-    with in_front_of(cosmos_local) as pair:
-        yield pair
 
 
 def test_writes_ask_for_no_echo_and_their_answers_carry_no_state(

@@ -8,10 +8,8 @@ whole replace where the service refuses partial updates.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,35 +18,11 @@ import pytest
 import durable_steps as ds
 from durable_steps.seam.state import frozen_state
 
-from ...conftest import Cosmos, SyncFacade
+from ...conftest import Cosmos
 from ...helpers.proxy import Proxy, in_front_of
 
 SYSTEM_FIELDS = {"_rid", "_self", "_etag", "_attachments", "_ts"}
 """What the service adds to every item; the rest is the body a client sent."""
-
-
-@pytest.fixture
-def proxied(cosmos_local: Cosmos) -> Iterator[tuple[Cosmos, Proxy]]:
-    with in_front_of(cosmos_local) as pair:
-        yield pair
-
-
-@pytest.fixture(params=["sync", "async"])
-def through(
-    request: pytest.FixtureRequest,
-    proxied: tuple[Cosmos, Proxy],
-    loop: asyncio.AbstractEventLoop,
-) -> Iterator[tuple[Any, Proxy, Cosmos]]:
-    endpoint, proxy = proxied
-    store: Any = (
-        endpoint.store() if request.param == "sync" else SyncFacade(endpoint.async_store(), loop)
-    )
-    try:
-        store.load("warm-up")
-        proxy.clear()
-        yield store, proxy, replace(endpoint, endpoint=proxy.upstream_url)
-    finally:
-        store.close()
 
 
 def seed_runs(endpoint: Cosmos, run_id: str, count: int, state_bytes: int) -> None:

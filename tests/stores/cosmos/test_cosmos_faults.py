@@ -10,8 +10,6 @@ about a write that landed, and never reports success for one that did not.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,31 +17,10 @@ import pytest
 
 import durable_steps as ds
 
-from ...conftest import Cosmos, SyncFacade
-from ...helpers.proxy import Proxy, in_front_of
+from ...conftest import Cosmos
+from ...helpers.proxy import Proxy
 
 WRITES = {"create": "POST", "replace": "PUT"}
-
-
-@pytest.fixture(params=["sync", "async"])
-def through(
-    request: pytest.FixtureRequest, cosmos_local: Cosmos, loop: asyncio.AbstractEventLoop
-) -> Iterator[tuple[Any, Proxy, Cosmos]]:
-    """A CosmosStore (or AsyncCosmosStore behind a sync facade) whose every request goes
-    through a proxy; also the container's direct endpoint, for a second writer."""
-    with in_front_of(cosmos_local) as (endpoint, proxy):
-        store: Any = (
-            endpoint.store()
-            if request.param == "sync"
-            else SyncFacade(endpoint.async_store(), loop)
-        )
-        direct = replace(endpoint, endpoint=proxy.upstream_url)
-        try:
-            store.load("warm-up")  # the async store resolves its container on first use
-            proxy.clear()
-            yield store, proxy, direct
-        finally:
-            store.close()
 
 
 def _first(store: Any, write: str, run_id: str) -> tuple[ds.Checkpoint, ds.Checkpoint]:

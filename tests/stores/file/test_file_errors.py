@@ -23,11 +23,6 @@ from durable_steps.stores.file import fileio, journal, platform
 from durable_steps.stores.file import store as file_store
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> ds.FileStore:
-    return ds.FileStore(tmp_path / "store")
-
-
 def first(store: ds.FileStore, run_id: str = "r", **state: Any) -> ds.Checkpoint:
     cp = store.save(ds.Checkpoint(run_id, 0, {"v": 1, **state}, steps=("a",)))
     return replace(cp, state=frozen_state(cp.state, run_id, stored_as=cp.etag))

@@ -21,11 +21,6 @@ from durable_steps.stores.file import store as file_store
 IDS = ["...", "..x", "Run-A", "run-a", "ünïcødé-✓-検索", "x" * 255, "ü" * 255, "%2e%2e", "~root"]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> ds.FileStore:
-    return ds.FileStore(tmp_path / "store")
-
-
 def legacy_bytes(run_id: str, state: dict[str, object], etag: str = "e" * 24) -> bytes:
     """A checkpoint file as durable-steps 0.1 wrote it: one JSON document, etag first."""
     doc = {

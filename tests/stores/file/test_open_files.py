@@ -21,11 +21,6 @@ from durable_steps.stores.file import journal, open_files
 from durable_steps.stores.file import store as file_store
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> ds.FileStore:
-    return ds.FileStore(tmp_path / "store")
-
-
 def advance(store: ds.FileStore, cp: ds.Checkpoint, **updates: Any) -> ds.Checkpoint:
     """One step's save as the runner makes it (a frozen state and its delta)."""
     state = cp.state

@@ -1,0 +1,161 @@
+"""``durable-steps doctor`` and ``migrate`` as real processes on the file store and
+cosmos-local: a store checked by writing and reading back, what to fix, an emulator's
+database created on demand; runs copied intact, the ones that cannot be reported, and a
+failing store stopping the copy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_steps as ds
+from durable_steps.cli import ops as cli_ops
+from durable_steps.testing import CosmosEndpoint
+
+from ..helpers.clitools import Cli, Unreachable, unique
+
+
+def _seed(cli: Cli, run_id: str) -> None:
+    with cli.store() as store:
+        ds.run(
+            run_id, [ds.Step("a", lambda s: {"a": 1}), ds.Step("b", lambda s: {"b": "β"})], store
+        )
+
+
+def test_doctor_checks_write_and_read_back(cli: Cli) -> None:
+    """doctor passes on a working store and leaves no probe behind."""
+    before = {r["run_id"] for r in cli.json("runs", "list")}
+    done = cli("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "read it back" in done.stdout and "the store is ready" in done.stdout
+    assert {r["run_id"] for r in cli.json("runs", "list")} == before
+
+
+def test_doctor_names_what_to_fix(tmp_path: Path) -> None:
+    """doctor on a broken configuration exits 1 and says which variable to set."""
+    done = Cli({"DURABLE_STORE": "cosmos"})("doctor")
+    assert done.returncode == 1
+    assert "✗ configuration" in done.stdout and "COSMOS_ENDPOINT" in done.stdout
+
+
+def test_an_emulator_needs_no_python_code(cosmos_local: CosmosEndpoint) -> None:
+    """COSMOS_CREATE_IF_MISSING=true: doctor and demo create the database and container
+    they are pointed at; without it, a missing container is a failure that says so."""
+    fresh = CosmosEndpoint(
+        cosmos_local.endpoint,
+        cosmos_local.key,
+        database=unique("doctor-db"),
+        container=unique("doctor-c"),
+    )
+    cli = Cli(fresh.env())
+    refused = cli("doctor")
+    assert refused.returncode == 1
+    assert "✗ open the store: " in refused.stdout
+    assert "set COSMOS_CREATE_IF_MISSING=true (emulators only)" in refused.stdout
+    try:
+        created = cli("doctor", COSMOS_CREATE_IF_MISSING="true")
+        assert created.returncode == 0, created.stdout
+        assert "create_if_missing=True" in created.stdout
+        demo = cli("demo", "--step-seconds", "0.1", "--json", COSMOS_CREATE_IF_MISSING="1")
+        assert demo.returncode == 0, demo.stderr
+        assert cli("doctor").returncode == 0  # now it exists: no creation needed
+    finally:
+        fresh.drop_database()
+    bad = cli("doctor", COSMOS_CREATE_IF_MISSING="maybe")
+    assert "✗ configuration: COSMOS_CREATE_IF_MISSING='maybe' is not a boolean" in bad.stdout
+
+
+def test_migrate_copies_runs_intact(cli: Cli, run_id: str, tmp_path: Path) -> None:
+    """migrate --to file:PATH copies steps, state and age; a second migrate finds them there."""
+    _seed(cli, run_id)
+    with cli.store() as store:
+        src = store.load(run_id)
+    target = tmp_path / "copy"
+    first = cli.json("migrate", "--to", f"file:{target}")
+    assert run_id in first["copied"]
+    assert (first["failed"], first["stopped"]) == ([], None)
+    copy = ds.FileStore(target).load(run_id)
+    assert copy is not None and src is not None
+    assert (copy.state, copy.steps, copy.done, copy.updated_at) == (
+        src.state,
+        src.steps,
+        src.done,
+        src.updated_at,
+    )
+    again = cli.json("migrate", "--to", f"file:{target}")
+    assert run_id in again["identical"]
+    assert again["copied"] == []
+
+
+def test_migrate_records_runs_it_cannot_copy_and_carries_on(
+    cosmos_local: CosmosEndpoint, tmp_path: Path
+) -> None:
+    """A run too large for Cosmos DB and an unreadable one are reported and skipped; the
+    others are copied, and the exit status is 1 at the end."""
+    laptop = tmp_path / "laptop"
+    with ds.FileStore(laptop) as files:
+        for run_id in ("a-first", "c-huge", "d-last"):
+            body = "x" * (3 * 1024 * 1024) if run_id == "c-huge" else "fine"
+            ds.run(run_id, [ds.Step("s", lambda s, body=body: {"body": body})], files)
+        files.file_for("b-broken").write_bytes(b"{")
+    fresh = cosmos_local.fresh()
+    try:
+        cli = Cli({k: v for k, v in fresh.env().items() if k != "DURABLE_STORE"})
+        done = cli("migrate", "--from", f"file:{laptop}", "--to", "cosmos", "--json")
+        assert done.returncode == 1, done.stderr
+        result = json.loads(done.stdout)
+        assert result["copied"] == ["a-first", "d-last"]
+        failures = {f["error"] for f in result["failed"]}
+        assert failures == {"CorruptCheckpointError", "StateTooLargeError"}
+        assert all(f["run_id"] and f["message"] for f in result["failed"])
+        text = cli("migrate", "--from", f"file:{laptop}", "--to", "cosmos")
+        assert text.returncode == 1
+        assert "failed c-huge: StateTooLargeError: " in text.stderr
+        assert "copied 0 run(s)" in text.stderr and "2 already there" in text.stderr
+        assert "2 failed (listed above): not copied" in text.stderr
+    finally:
+        fresh.drop()
+
+
+def test_migrate_from_files_to_cosmos(cosmos_local: Any, run_id: str, tmp_path: Path) -> None:
+    """Laptop files to Cosmos DB: --from file:PATH --to cosmos."""
+    files = ds.FileStore(tmp_path / "laptop")
+    ds.run(run_id, [ds.Step("a", lambda s: {"x": 1})], files)
+    fresh = cosmos_local.fresh()
+    try:
+        cli = Cli({k: v for k, v in fresh.env().items() if k != "DURABLE_STORE"})
+        out = cli.json("migrate", "--from", f"file:{tmp_path / 'laptop'}", "--to", "cosmos")
+        assert out["copied"] == [run_id]
+        with ds.store_from_env(fresh.env()) as store:
+            there = store.load(run_id)
+        assert there is not None
+        assert there.state == {"x": 1}
+    finally:
+        fresh.drop()
+
+
+def test_migrate_stops_when_the_target_store_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failure of a store itself (not of one run) stops migrate, which reports what it
+    copied and where it stopped, and exits 1; the runs after it are not tried."""
+    with ds.FileStore(tmp_path / "src") as src:
+        for run_id in ("a", "b", "c"):
+            ds.run(run_id, [ds.Step("s", lambda s: {"x": 1})], src)
+    target = Unreachable(tmp_path / "dst", saves=1)
+    stores = {"env": ds.FileStore(tmp_path / "src"), "file:dst": target}
+    monkeypatch.setattr(cli_ops, "store_for", stores.__getitem__)
+    with pytest.raises(SystemExit) as exit_:
+        cli_ops.migrate.callback(target="file:dst", source="env", as_json=True)  # type: ignore[misc]
+    assert exit_.value.code == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["copied"], result["failed"]) == (["a"], [])
+    assert result["stopped"] == {
+        "run_id": "b",
+        "error": "StoreError",
+        "message": "cannot reach the store",
+    }
+    assert target.store.load("c") is None
