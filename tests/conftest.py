@@ -40,6 +40,14 @@ from durable_steps.runner import store_io
 from durable_steps.testing import CosmosEndpoint, open_store, selected_backends
 from durable_steps.testing import _parametrized as parametrized
 
+if os.environ.get("PYTHONPATH"):
+    # `PYTHONPATH=src pytest` (a worktree over a shared editable install): a child that
+    # runs in another directory (pytester's runpytest_subprocess, a CLI run in tmp_path)
+    # must import these sources too, not whatever the install points at.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        str(Path(p).absolute()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
+    )
+
 from .helpers.clitools import Cli
 from .helpers.proxy import Proxy, in_front_of
 
@@ -48,13 +56,6 @@ pytest_plugins = ["pytester"]
 Cosmos = CosmosEndpoint
 """The name the test modules know the plugin's endpoint by."""
 
-if os.environ.get("PYTHONPATH"):
-    # `PYTHONPATH=src pytest` (a worktree over a shared editable install): a child that
-    # runs in another directory (pytester's runpytest_subprocess, a CLI run in tmp_path)
-    # must import these sources too, not whatever the install points at.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        str(Path(p).absolute()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
-    )
 
 COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
 if os.environ.get("COSMOS_ENDPOINT"):

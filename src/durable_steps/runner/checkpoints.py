@@ -37,7 +37,7 @@ NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
 
 
 def after_step(
-    cp: Checkpoint, i: int, name: str, state: Any, last: bool, held: dict[str, Any]
+    cp: Checkpoint, i: int, name: str, state: Any, *, last: bool, held: dict[str, Any]
 ) -> Checkpoint:
     return evolve(  # replace(), faster: once per step
         cp,

@@ -136,7 +136,7 @@ def call(
             f"call({name!r}, ...) inside a step run by run_async(): use "
             f"'await call_async({name!r}, ...)', which does not block the event loop"
         )
-    return execute(_call(journal, name, fn, args, kwargs, retry), _do_sync)  # type: ignore[no-any-return]
+    return execute(_call(journal, name, fn, args, kwargs, retry=retry), _do_sync)  # type: ignore[no-any-return]
 
 
 def call_async(
@@ -151,7 +151,7 @@ def call_async(
     async. It takes its place in the step's journal when it is called, so calls
     started together (``asyncio.gather``) are numbered in the order they were made."""
     journal = _journal("call_async")
-    program = _call(journal, name, fn, args, kwargs, retry)
+    program = _call(journal, name, fn, args, kwargs, retry=retry)
     try:
         first = next(program)  # the index is taken now; a recorded call returns at once
     except StopIteration as done:
@@ -183,6 +183,7 @@ def _call(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    *,
     retry: Retry | None,
 ) -> Generator[Invoke | Record | Sleep, Any, Any]:
     """One call: replayed from its record, or run (and retried) and recorded."""

@@ -11,7 +11,6 @@ type and message) for a failed one, ``RunCancelledError`` for a cancelled one,
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator
 from typing import Any
 

@@ -257,7 +257,7 @@ class RunProgram:
             )
         state = self.state.updated(updates, self.run_id)
         last = i + 1 == len(self.steps)
-        return cps.after_step(self.cp, i, step.name, state, last, self.held())
+        return cps.after_step(self.cp, i, step.name, state, last=last, held=self.held())
 
     def held(self) -> dict[str, Any]:
         """The lease fields of a checkpoint this worker saves now."""

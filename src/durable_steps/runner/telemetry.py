@@ -86,20 +86,22 @@ def _tracer() -> Any:
     return provider.get_tracer("durable_steps")
 
 
+_OUTCOMES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    ((RunWaiting, Suspend), "waiting"),
+    (RunLeasedError, "leased"),
+    (LeaseLostError, "lease_lost"),
+    (RunCancelledError, "cancelled"),
+    (StopRequested, "interrupted"),
+)
+
+
 def _outcome(exc: BaseException | None) -> str:
     if exc is None:
         return "completed"
-    if isinstance(exc, RunWaiting | Suspend):
-        return "waiting"
-    if isinstance(exc, RunLeasedError):
-        return "leased"
-    if isinstance(exc, LeaseLostError):
-        return "lease_lost"
-    if isinstance(exc, RunCancelledError):
-        return "cancelled"
-    if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
-        return "interrupted"
-    return "failed"
+    for kind, outcome in _OUTCOMES:
+        if isinstance(exc, kind):
+            return outcome
+    return "failed" if isinstance(exc, Exception) else "interrupted"
 
 
 class Observer:
@@ -201,13 +203,13 @@ class Observer:
         the step's, current while the call's function runs, ended once its result is
         recorded (with the bytes that took) or it failed."""
         log.debug("run %r: call %d %r (attempt %d)", self.run_id, index, name, attempt)
-        return CallSpan(self, step, index, name, attempt, replayed=False)
+        return CallSpan(self, step, index, name, attempt=attempt, replayed=False)
 
     def call_replayed(self, step: int, index: int, name: str) -> None:
         """A call that returned its recorded result: a span of its own, marked so."""
         log.debug("run %r: call %d %r replayed from its record", self.run_id, index, name)
         if self.tracer is not None:
-            CallSpan(self, step, index, name, None, replayed=True).ended(None)
+            CallSpan(self, step, index, name, attempt=None, replayed=True).ended(None)
 
     def save(
         self, cp: Checkpoint, *, beat: bool = False
@@ -271,7 +273,14 @@ class CallSpan:
     __slots__ = ("span",)
 
     def __init__(
-        self, obs: Observer, step: int, index: int, name: str, attempt: int | None, replayed: bool
+        self,
+        obs: Observer,
+        step: int,
+        index: int,
+        name: str,
+        *,
+        attempt: int | None,
+        replayed: bool,
     ) -> None:
         self.span: Any = None
         if obs.tracer is not None:
@@ -289,7 +298,10 @@ class CallSpan:
         """The span current while the call's function runs (its own spans go under it)."""
         if self.span is None:
             return _QUIET
-        return otel.use_span(self.span, end_on_exit=False, record_exception=False)
+        current: contextlib.AbstractContextManager[Any] = otel.use_span(
+            self.span, end_on_exit=False, record_exception=False
+        )
+        return current
 
     def ended(self, exc: BaseException | None, written: int | None = None) -> None:
         if self.span is not None:

@@ -71,9 +71,7 @@ class Workflow:
         _async_only(store)
         return await drive_async(self._run(run_id, input, lease, owner, None), store)
 
-    def start(
-        self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None
-    ) -> bool:
+    def start(self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None) -> bool:
         """Create the run for the workers (see the top); True if this call created it."""
         _sync_only(store)
         return execute(start_program(self.name, run_id, input), plain(store))

@@ -2,8 +2,9 @@
 
 The worker imports ATTR from MODULE (a ``Workflow`` or a list of them; the current
 directory is importable, as with ``python -m``), opens the store the environment
-describes, and repeats: list the ``running`` runs of those workflows whose lease
-is free (``recover``'s candidates), start each in a thread of its own -- at most
+describes, and repeats: list the runs of those workflows to take -- running runs
+whose lease is free (orphaned, or started with ``Workflow.start``) and waiting
+runs that are due (``recover``'s candidates) -- start each in a thread of its own -- at most
 ``--concurrency`` at a time -- and print one line per run when it ends; then wait
 ``--interval`` seconds, or less when a slot frees up. ``--once`` makes one pass
 (every candidate, ``--concurrency`` at a time) and exits.

@@ -1,15 +1,18 @@
 """Recovery: resuming the runs whose worker died, by the name of their workflow
 (``runner.workflow``).
 
-``recover(store, workflows)`` lists the store's ``running`` runs of each known
-workflow (a filter the backend applies: no state is read), keeps those whose
-lease is absent, expired or visibly ownerless, and runs each under its own lease
-(``Workflow.run``), one after another, returning one ``Recovered`` per run it
-tried. Waiting and failed runs are not ``running``, so they are left alone (a
-delivered signal makes a waiting run ``running`` again); so are runs of unknown
-workflows and runs started by a plain ``run``. Two workers recovering at once do
-not collide: the second to claim a run gets ``RunLeasedError``, reported as
-outcome ``"leased"``. ``durable-steps worker`` (``loop``) does this in a loop.
+``recover(store, workflows)`` lists, for each known workflow, the store's
+``running`` runs -- orphaned by a worker that died, or started for the workers
+(``Workflow.start``) -- and its ``waiting`` runs that are due (a sleep's wake time
+or a signal's deadline passed: ``due_before``), both filters the backend applies,
+reading no state. It keeps those whose lease is absent, expired or visibly
+ownerless, and runs each under its own lease (``Workflow.run``), one after
+another, returning one ``Recovered`` per run it tried. Failed and cancelled runs
+are left alone, and waiting runs that are not due (a delivered signal makes a
+waiting run ``running`` again); so are runs of unknown workflows and runs started
+by a plain ``run``. Two workers recovering at once do not collide: the second to
+claim a run gets ``RunLeasedError``, reported as outcome ``"leased"``.
+``durable-steps worker`` (``loop``) does this in a loop.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..runner.drivers import _async_only, _sync_only, drive, drive_async
+from ..runner.store_io import now
 from ..runner.workflow import Workflow
-from ..seam.errors import ConflictError, RunWaiting, StopRequested
+from ..seam.errors import ConflictError, RunCancelledError, RunWaiting, StopRequested
 from ..seam.lease import lease_holder
 from ..seam.store import AsyncStore, RunInfo, Store
 
-Outcome = Literal["completed", "failed", "waiting", "leased"]
+Outcome = Literal["completed", "failed", "waiting", "leased", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,8 @@ class Recovered:
     run_id: str
     workflow: str
     outcome: Outcome
-    """``completed``; ``failed`` (``error`` says why); ``waiting`` for a signal;
-    ``leased``: another worker took it first."""
+    """``completed``; ``failed`` (``error`` says why); ``waiting`` for a signal or a
+    timer; ``leased``: another worker took it first; ``cancelled`` meanwhile."""
     error: BaseException | None = None
 
 
@@ -71,10 +75,12 @@ async def recover_async(
     done: list[Recovered] = []
     pick = _Picker(owner, limit)
     for name in known:
-        async for info in store.list_runs(status="running", workflow=name):  # type: ignore[attr-defined]
-            if pick.full():
-                return done
-            if pick.takes(info):
+        for filters in _listings(name):
+            async for info in store.list_runs(**filters):  # type: ignore[attr-defined]
+                if pick.full():
+                    return done
+                if not pick.takes(info):
+                    continue
                 r = known[name]._run(info.run_id, None, lease, owner, None)
                 try:
                     await drive_async(r, store)
@@ -83,6 +89,14 @@ async def recover_async(
                 else:
                     done.append(Recovered(info.run_id, name, "completed"))
     return done
+
+
+def _listings(workflow: str) -> tuple[dict[str, Any], ...]:
+    """The listings of a pass for one workflow: its running runs, its due waiting ones."""
+    return (
+        {"status": "running", "workflow": workflow},
+        {"status": "waiting", "workflow": workflow, "due_before": now()},
+    )
 
 
 def known_workflows(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
@@ -120,6 +134,8 @@ def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
         raise exc  # interrupts and a stopping worker end the pass
     if isinstance(exc, RunWaiting):
         return Recovered(run_id, workflow, "waiting")
+    if isinstance(exc, RunCancelledError):
+        return Recovered(run_id, workflow, "cancelled", exc)
     if isinstance(exc, ConflictError):
         return Recovered(run_id, workflow, "leased", exc)
     return Recovered(run_id, workflow, "failed", exc)
@@ -155,11 +171,13 @@ def candidates(
     limit: int | None,
     skip: Callable[[str], bool] = lambda run_id: False,
 ) -> Iterator[tuple[str, str]]:
-    """(run id, workflow) of the running runs of known workflows with a free lease."""
+    """(run id, workflow) of the running runs and the due waiting runs of known
+    workflows, with a free lease."""
     pick = _Picker(owner, limit, skip)
     for name in known:
-        for info in list_runs(status="running", workflow=name):
-            if pick.full():
-                return
-            if pick.takes(info):
-                yield info.run_id, name
+        for filters in _listings(name):
+            for info in list_runs(**filters):
+                if pick.full():
+                    return
+                if pick.takes(info):
+                    yield info.run_id, name

@@ -96,7 +96,7 @@ def test_one_item_per_run_with_id_equal_to_run_id(cosmos: Cosmos, run_id: str) -
     assert (item["id"], item["run_id"], item["schema"], item["state"]) == (
         run_id,
         run_id,
-        2,
+        3,
         {"x": 1, "y": 2},
     )
     assert container.read()["partitionKey"]["paths"] == ["/id"]

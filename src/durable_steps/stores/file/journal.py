@@ -199,6 +199,7 @@ def body(
     steps: tuple[str, ...] | None,
     signals: bool,
     sizes: Sizes | None,
+    *,
     calls: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[bytes, Sizes | None]:
     """A save's body (JSON) and the sizes after it. ``change``: the state's, None to

@@ -202,7 +202,7 @@ class FileStore:
                     None if known is None else known.steps,
                     known is None or not (known.signals is signals or known.signals == signals),
                     end.sizes,
-                    None if known is None else known.calls,
+                    calls=None if known is None else known.calls,
                 )
                 # Sizes unknown (the record before is an earlier version's): a new file
                 # measures them. Compact once the file would outgrow 4x the snapshot.
