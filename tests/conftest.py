@@ -182,7 +182,9 @@ def _raw_cosmos_writer(cosmos: Cosmos) -> Callable[[str, Any], None]:
     def write(run_id: str, doc: Any) -> None:
         if isinstance(doc, bytes):
             doc = {"garbage": doc.decode(errors="replace")}
-        body = {**(doc if isinstance(doc, dict) else {"value": doc}), "id": run_id}
+        # ``run``: the partition key of the layout the store creates (/run); a container
+        # of the earlier layout (/id) keeps it as one more field.
+        body = {**(doc if isinstance(doc, dict) else {"value": doc}), "id": run_id, "run": run_id}
         cosmos.raw_container().upsert_item(body)
 
     return write

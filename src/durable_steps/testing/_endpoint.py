@@ -79,10 +79,19 @@ class CosmosEndpoint:
         (an emulator that has just started answers 503 for a while)."""
         retry_5xx(lambda: self.store(create_if_missing=True).close(), seconds)
 
-    def fresh(self) -> CosmosEndpoint:
-        """A new, empty container in this database (delete it with ``drop()``)."""
+    def fresh(self, partition_key: str | None = None) -> CosmosEndpoint:
+        """A new, empty container in this database (delete it with ``drop()``), created
+        by the store (partition key ``/run``) or, given ``partition_key``, directly with
+        that path (``/id``: a container of the earlier layout)."""
         new = replace(self, container=unique("t"))
-        new.create(30)
+        if partition_key is None:
+            new.create(30)
+            return new
+        from azure.cosmos import PartitionKey
+
+        with self._client() as client:
+            database = client.get_database_client(self.database)
+            database.create_container(new.container, partition_key=PartitionKey(path=partition_key))
         return new
 
     def drop(self) -> None:

@@ -1,16 +1,22 @@
-"""The semantics of the Cosmos DB stores, once for both: load, save and delete as
-programs, generators that yield the SDK calls they need (``SdkCall``) and receive each
-call's result, or its exception thrown in. ``CosmosStore`` performs the calls
-blocking, ``AsyncCosmosStore`` awaits them: the sync and async containers have the
-same methods and arguments, so only the driving loop is written twice.
+"""The semantics of the Cosmos DB stores, once for both: load, save, delete and the
+sweep of orphaned segments as programs, generators that yield the SDK calls they need
+(``SdkCall``; a list of them: run together, each result or exception sent back in a
+list) and receive each call's result, or its exception thrown in. ``CosmosStore``
+performs the calls blocking, ``AsyncCosmosStore`` awaits them: the sync and async
+containers have the same methods and arguments, so only the driving loop is written
+twice.
 
-A save is one write (``items`` decides: create, replace or partial update),
-sent with ``no_response`` (the etag comes from the answer's headers). When its
-answer is not seen (the connection dropped after the request went out, a timeout, a
-5xx, or a 409/412 that may be the SDK's own retry meeting the write it sent first),
-the program reads the item back and settles the outcome by the save's nonce:
+The layout is the container's (``segments``: partition key ``/run``, a head and
+segments; or the earlier ``/id``, one whole item per run), read from its properties
+when the store opens it. A save (``plan``) creates its segments, then writes the
+head -- the commit -- with ``no_response`` (the etag comes from the answer's
+headers), then deletes what a fold superseded. A segment that fails fails the save,
+which then says nothing was saved (the head is untouched). When the head's answer is
+not seen (the connection dropped after the request went out, a timeout, a 5xx, or a
+409/412 that may be the SDK's own retry meeting the write it sent first), the
+program reads the head back and settles the outcome by the save's nonce:
 
-- the stored item carries this save's nonce: the save landed; it returns normally;
+- the stored head carries this save's nonce: the save landed; it returns normally;
 - it is the version the save meant to replace (or, for a create, there is none):
   nothing was written, a ``StoreError`` that says so (retrying is safe);
 - it is another writer's (or gone): ``ConflictError``, saying it was checked;
@@ -22,24 +28,36 @@ It never reports "nothing was written" about a write that landed.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from ...seam.document import from_document
+from ...seam.errors import ConfigurationError, CorruptCheckpointError
 from ...seam.metering import wrote
-from ...seam.store import Checkpoint, check_run_id, delete_conflict
+from ...seam.store import (
+    Checkpoint,
+    RunInfo,
+    check_run_id,
+    corrupt_error,
+    delete_conflict,
+    state_limit,
+)
+from . import segments as sg
 from .items import Items, Write, as_stored
+from .listing import row_of, run_info
+from .plan import SavePlan, plan, prepare
 from .sdk import (
     AzureError,
     CosmosHttpResponseError,
     MatchConditions,
-    checked_key,
     conflict,
     did_not_land,
     escapes_non_ascii,
     may_have_landed,
     missing_item,
+    segment_failed,
     status_of,
     translate,
     unknown_outcome,
@@ -49,9 +67,18 @@ from .sdk import (
 log = logging.getLogger("durable_steps")
 T = TypeVar("T")
 
+PARTITION_KEY = "/run"
+"""The layout of ``segments``: every item of a run in the run's own logical partition."""
+LEGACY_PARTITION_KEY = "/id"
+"""The earlier layout: one item per run, the whole checkpoint in it (at most 2 MB)."""
 PATCH_REFUSED = frozenset({400, 405, 501})
 """Answers of a service that cannot do partial updates (some vNext emulator builds
 answer 400 "Invalid path or method"): the store replaces from then on."""
+QUERY = "query_items"
+"""The drivers give a query's items, every page of them, as one list."""
+ORPHAN_AGE = 3600.0
+"""``prune`` sweeps segments whose head is gone once they are this old (seconds): a
+younger one may belong to a run whose first save is writing it now."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +89,9 @@ class SdkCall:
     kwargs: dict[str, Any]
 
 
-Program = Generator[SdkCall, Any, T]
+OPEN = SdkCall("", {})
+"""Asks the driver to open the container (and learn its layout) if it has not yet."""
+Program = Generator[SdkCall | list[SdkCall], Any, T]
 
 
 def _read(run_id: str) -> SdkCall:
@@ -97,37 +126,117 @@ class CosmosPrograms:
         self,
         endpoint: str,
         *,
-        key: str | None,
-        credential: Any,
         database: str,
         container: str,
         finished_ttl: int | None,
+        max_state_bytes: int | None,
     ) -> None:
         self.endpoint, self.database, self.container = endpoint, database, container
         self.finished_ttl = finished_ttl
+        self.max_state_bytes = state_limit(max_state_bytes)
+        self.partition_key: str | None = None
+        """The container's partition key path, once it is open (``/run``, or ``/id``)."""
         self._where = f"{endpoint} ({database}/{container})"
-        self._key = checked_key(endpoint, key)  # before any request, and before a credential
         self._items = Items(escaped=True, finished_ttl=finished_ttl)
 
     def _found(self, client: Any) -> None:
         """Measure bodies as this client sends them."""
         self._items.escaped = escapes_non_ascii(client)
 
+    def _shape(self, properties: Any) -> None:
+        """Take the layout from the container's properties; refuse one it cannot be."""
+        key = properties.get("partitionKey", {}) if isinstance(properties, dict) else {}
+        paths = key.get("paths") if isinstance(key, dict) else None
+        if paths not in ([PARTITION_KEY], [LEGACY_PARTITION_KEY]):
+            raise ConfigurationError(
+                f"Cosmos DB container {self._where} has partition key {paths!r}; durable-steps "
+                f"stores runs in a container with partition key {PARTITION_KEY} (or, the earlier "
+                f"layout, {LEGACY_PARTITION_KEY}): point COSMOS_CONTAINER at one, or create it "
+                "(infra/ provisions it)",
+                variable="COSMOS_CONTAINER",
+            )
+        self.partition_key = paths[0]
+        if self.partition_key == LEGACY_PARTITION_KEY:
+            log.warning("%s", self.legacy_advice())
+
+    @property
+    def _legacy(self) -> bool:
+        return self.partition_key == LEGACY_PARTITION_KEY
+
+    def legacy_advice(self) -> str:
+        return (
+            f"Cosmos DB container {self._where} has partition key {LEGACY_PARTITION_KEY}, the "
+            "earlier layout: every save sends and is billed for the whole state, and a state "
+            f"cannot pass 2 MB. It keeps working. To move: create a container with partition "
+            f"key {PARTITION_KEY} (infra/main.bicep), run 'durable-steps migrate --from "
+            "cosmos --to cosmos:NEWCONTAINER', then set COSMOS_CONTAINER=NEWCONTAINER"
+        )
+
+    # -- load ----------------------------------------------------------------------------
+
     def _load(self, run_id: str) -> Program[Checkpoint | None]:
         check_run_id(run_id)
+        head = yield from self._head(run_id)
+        if head is None:
+            return None
+        where = f"{self._where} item {run_id!r}"
         try:
-            item = yield _read(run_id)
-        except AzureError as exc:
-            if missing_item(exc):
-                return None
-            raise translate(exc, self._where) from exc
+            chain = sg.chain_of(head)
+        except (TypeError, ValueError) as exc:
+            raise corrupt_error(run_id, where, str(exc)) from None
+        item = head
+        if chain is not None:
+            try:
+                found = yield SdkCall(QUERY, sg.of_generation(run_id, chain))
+            except AzureError as exc:
+                raise translate(exc, self._where) from exc
+            state, calls = sg.rebuild(run_id, chain, found, where)
+            item = {**head, "state": state, "calls": calls}
         item = as_stored(item)
-        cp = from_document(item, run_id, item.get("_etag"), f"{self._where} item {run_id!r}")
-        self._items.read(item)
+        cp = from_document(item, run_id, item.get("_etag"), where)
+        until = head.get("until")
+        self._items.read(
+            run_id,
+            head,
+            sizes=sg.sizes_of(head),
+            chain=chain,
+            fold=sg.fold_of(head),
+            until=until if isinstance(until, int | float) else None,
+            calls=cp.calls,
+        )
         return cp
 
+    def _head(self, run_id: str) -> Program[dict[str, Any] | None]:
+        try:
+            item: dict[str, Any] = yield _read(run_id)
+        except AzureError as exc:
+            if missing_item(exc):
+                self._items.forget(run_id)
+                return None
+            raise translate(exc, self._where) from exc
+        return item
+
+    def _info(self, run_id: str) -> Program[RunInfo | None]:
+        """The run's RunInfo from its head alone; None when it has none."""
+        check_run_id(run_id)
+        head = yield from self._head(run_id)
+        if head is None:
+            return None
+        info = run_info(row_of(head))
+        if info.error is not None:
+            raise CorruptCheckpointError(info.error, run_id=run_id)
+        return info
+
+    # -- save ----------------------------------------------------------------------------
+
     def _save(self, checkpoint: Checkpoint) -> Program[Checkpoint]:
-        write = self._items.plan(checkpoint)
+        prepared = prepare(self._items, checkpoint, self.max_state_bytes)  # before any I/O
+        if self.partition_key is None:
+            yield OPEN
+        saving = plan(self._items, prepared, legacy=self._legacy)
+        if saving.segments:
+            yield from self._put_segments(saving)
+        write = saving.head
         try:
             try:
                 answer = yield _write_call(write)
@@ -140,7 +249,8 @@ class CosmosPrograms:
                     self._where,
                     exc.status_code,
                 )
-                write = self._items.plan(checkpoint, patch=False)
+                saving = plan(self._items, prepared, legacy=self._legacy, patch=False)
+                write = saving.head
                 answer = yield _write_call(write)
             etag = answer.get_response_headers().get("etag") or answer.get("_etag")
             if not etag:  # an answer without the new etag: see what was stored
@@ -154,20 +264,63 @@ class CosmosPrograms:
                 if not missing_item(again):
                     raise unknown_outcome(exc, again, self._where, write.run_id) from exc
                 item = None
-            return self._settled_by_read_back(write, exc, item)
-        return self._confirmed(write, etag)
+            etag = self._settled_by_read_back(write, exc, item)
+        if saving.cleanup is not None:
+            yield from self._cleanup(write.run_id, *saving.cleanup)
+        return self._confirmed(saving, write, etag)
+
+    def _put_segments(self, saving: SavePlan) -> Program[None]:
+        """Create a save's segments. One that fails fails the save, nothing committed."""
+        results = yield [
+            SdkCall("create_item", {"body": body, "no_response": True})
+            for body, _ in saving.segments
+        ]
+        for result in results:
+            # 409: an item of this random id exists: this save's own write, sent again.
+            if isinstance(result, AzureError) and status_of(result) != 409:
+                run_id = saving.head.run_id
+                raise segment_failed(result, self._where, run_id) from result
+
+    def _cleanup(self, run_id: str, fold: int, gen: str) -> Program[None]:
+        """After a fold: delete the segments it superseded. A failure only leaves them
+        for the next fold (or ``prune``)."""
+        try:
+            found = yield SdkCall(QUERY, sg.superseded(run_id, fold, gen))
+        except AzureError as exc:
+            log.warning("run %r: could not list superseded segments: %s", run_id, exc)
+            return
+        yield from self._delete_segments(run_id, found)
+
+    def _delete_segments(self, run_id: str, found: list[dict[str, Any]]) -> Program[int]:
+        if not found:
+            return 0
+        results = yield [
+            SdkCall("delete_item", {"item": s["id"], "partition_key": run_id}) for s in found
+        ]
+        failed = [r for r in results if isinstance(r, AzureError) and not missing_item(r)]
+        if failed:
+            log.warning(
+                "run %r: %d of %d superseded segments not deleted (%s); the next fold or "
+                "'durable-steps runs prune' removes them",
+                run_id,
+                len(failed),
+                len(found),
+                failed[0],
+            )
+        return len(found) - len(failed)
 
     def _settled_by_read_back(
         self, write: Write, exc: AzureError, item: dict[str, Any] | None
-    ) -> Checkpoint:
-        """The outcome of a save whose answer was not seen, from the item read back."""
+    ) -> str:
+        """The etag of a save whose answer was not seen, from the head read back; or the
+        error that says what became of it."""
         if item is not None and item.get("nonce") == write.nonce:
             log.info(
                 "run %r: Cosmos DB did not confirm a save (%s); read back, it had landed",
                 write.run_id,
                 type(exc).__name__,
             )
-            return self._confirmed(write, item["_etag"])
+            return str(item["_etag"])
         if status_of(exc) not in (409, 412) and (
             (item is None and write.etag is None)
             or (item is not None and item.get("_etag") == write.etag)
@@ -175,23 +328,57 @@ class CosmosPrograms:
             raise did_not_land(exc, self._where, write.run_id) from exc
         raise conflict(write.run_id, write.etag, missing=item is None, checked=True) from exc
 
-    def _confirmed(self, write: Write, etag: str) -> Checkpoint:
-        self._items.known(write.run_id, etag, write.fields, write.size)
-        wrote(write.sent)
+    def _confirmed(self, saving: SavePlan, write: Write, etag: str) -> Checkpoint:
+        self._items.remember(write.run_id, replace(saving.known, etag=etag))
+        wrote(saving.sent)
         return replace(write.checkpoint, etag=etag, updated_at=write.body["updated_at"])
+
+    # -- delete ----------------------------------------------------------------------------
 
     def _delete(self, run_id: str, etag: str | None) -> Program[bool]:
         check_run_id(run_id)
+        if self.partition_key is None:
+            yield OPEN
         self._items.forget(run_id)
+        listed: list[dict[str, Any]] = []
+        if not self._legacy:  # listed first: a run created again after the delete keeps its own
+            try:
+                listed = yield SdkCall(QUERY, sg.every_segment(run_id))
+            except AzureError as exc:
+                raise translate(exc, self._where) from exc
         kwargs: dict[str, Any] = {"item": run_id, "partition_key": run_id}
         if etag is not None:
             kwargs |= {"etag": etag, "match_condition": MatchConditions.IfNotModified}
         try:
             yield SdkCall("delete_item", kwargs)
+            existed = True
         except AzureError as exc:
-            if missing_item(exc):
-                return False
-            if etag is not None and status_of(exc) == 412:
-                raise delete_conflict(run_id) from exc
+            if not missing_item(exc):
+                if etag is not None and status_of(exc) == 412:
+                    raise delete_conflict(run_id) from exc
+                raise translate(exc, self._where) from exc
+            existed = False
+        yield from self._delete_segments(run_id, listed)
+        return existed
+
+    def _sweep(self, older_than: float) -> Program[int]:
+        """Delete the segments older than ``older_than`` seconds that no head needs (its
+        head is gone, or points to a later generation); how many were deleted."""
+        if self.partition_key is None:
+            yield OPEN
+        if self._legacy:
+            return 0
+        try:
+            found = yield SdkCall(QUERY, sg.older_segments(time.time() - older_than))
+        except AzureError as exc:
             raise translate(exc, self._where) from exc
-        return True
+        by_run: dict[str, list[dict[str, Any]]] = {}
+        for segment in found:
+            if isinstance(segment.get("run"), str):
+                by_run.setdefault(segment["run"], []).append(segment)
+        removed = 0
+        for run_id, segments in by_run.items():
+            head = yield from self._head(run_id)
+            doomed = [s for s in segments if not sg.still_needed(s, head)]
+            removed += yield from self._delete_segments(run_id, doomed)
+        return removed

@@ -236,3 +236,18 @@ def unknown_outcome(exc: AzureError, again: AzureError, where: str, run_id: str)
         "COSMOS_ENDPOINT, the network and the account's firewall",
         status_code=status_of(exc),
     )
+
+
+def segment_failed(exc: AzureError, where: str, run_id: str) -> DurableError:
+    """A segment of a save was not written: the head, which commits it, was not either."""
+    if container_gone(exc):
+        return translate(exc, where)
+    hint = _HINTS.get(status_of(exc) or 0, "")
+    return StoreError(
+        f"run {run_id!r} was not saved: writing its data to Cosmos DB at {where} failed "
+        f"({cause(exc)}). Nothing was saved: the run's head, which commits a save, was not "
+        "written, so the run is still at the checkpoint this save meant to replace (a part "
+        "that landed is removed by a later save or 'durable-steps runs prune'). "
+        f"{hint + '; ' if hint else ''}retry the save",
+        status_code=status_of(exc),
+    )

@@ -1,31 +1,46 @@
-"""CosmosStore and AsyncCosmosStore: one Cosmos DB item per run (id = run id,
-partition key /id), written with ETag-conditional requests.
+"""CosmosStore and AsyncCosmosStore: a run as a head and segments in a container
+partitioned by /run (``segments``), or -- containers of the earlier layout,
+partition key /id -- one whole item per run, as before.
 
-Hot path: one point read per load, one request per save: a create for a new run
-(create-only: a run that exists is a conflict), else a replace with If-Match on the
-loaded etag, never an upsert, so a run deleted meanwhile is not resurrected; a save
-whose state is unchanged (a heartbeat) is a conditional partial update when the
-store knows the stored version. Writes ask for no echo of the item. A save whose
-answer is lost is settled by reading the item back (``programs``); item bodies,
-their measured size and the listing query are ``items``; the SDK's imports,
-options and errors ``sdk``.
+Hot path: one point read of the head per load (and one query for its segments when
+its data is not inline); one request per save of a small run (its data inline in
+the head), two for a larger one (a segment with the update, then the head), a
+PATCH of the head for a save whose data is unchanged. Writes ask for no echo of the
+item. A save whose answer is lost is settled by reading the head back
+(``programs``); what a save sends is ``plan``'s, item bodies ``items``'s, the
+listing query ``listing``'s; the SDK's imports, options and errors ``sdk``.
 
 The client, database and container clients are resolved once, at construction
-(sync) or on first use (async). Both stores run the same programs (``CosmosPrograms``);
-this module has their drivers and what differs: blocking calls or awaits, and how
-a listing's pages are iterated. Azure exceptions never leave these modules.
+(sync) or on first use (async), and the container's partition key tells the layout.
+Both stores run the same programs (``CosmosPrograms``); this module has their
+drivers and what differs: blocking calls (several at once in threads) or awaits
+(several at once gathered), and how a listing's pages are iterated. Azure exceptions
+never leave these modules. The account key is handed to the SDK's client and kept
+nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...seam.document import info_of
+from ...seam.errors import DurableError
 from ...seam.store import Checkpoint, RunInfo
-from .items import MAX_ITEM_BYTES, Listing, listing
-from .programs import CosmosPrograms, Program, T
+from .items import MAX_ITEM_BYTES
+from .listing import Listing, listing
+from .programs import (
+    LEGACY_PARTITION_KEY,
+    OPEN,
+    ORPHAN_AGE,
+    PARTITION_KEY,
+    QUERY,
+    CosmosPrograms,
+    Program,
+    SdkCall,
+    T,
+)
 from .sdk import (
     AsyncCosmosClient,
     AsyncDefaultAzureCredential,
@@ -33,25 +48,52 @@ from .sdk import (
     CosmosClient,
     DefaultAzureCredential,
     PartitionKey,
+    checked_key,
     client_options,
     translate,
 )
 
-__all__ = ["MAX_ITEM_BYTES", "PARTITION_KEY", "AsyncCosmosStore", "CosmosStore"]
+__all__ = [
+    "LEGACY_PARTITION_KEY",
+    "MAX_ITEM_BYTES",
+    "PARTITION_KEY",
+    "AsyncCosmosStore",
+    "CosmosStore",
+]
 
-PARTITION_KEY = "/id"
-"""One item per run, id = run id: every load and save is a single-partition point operation."""
+INDEXING = {
+    "indexingMode": "consistent",
+    "includedPaths": [{"path": "/*"}],
+    "excludedPaths": [
+        {"path": p} for p in ("/state/*", "/calls/*", "/change/*", "/text/?", '/"_etag"/?')
+    ],
+}
+"""Data is read by id and by generation, never queried: not indexing it makes saves
+cheaper (what infra/main.bicep sets, for containers a store creates)."""
+PARALLEL = 8
+"""Requests a save or a delete sends at once (a large snapshot's parts, a fold's deletes)."""
+
+
+def _new_container(database: Any, name: str) -> Any:
+    return database.create_container_if_not_exists(
+        name,
+        partition_key=PartitionKey(path=PARTITION_KEY),
+        indexing_policy=INDEXING,
+        return_properties=True,
+    )
 
 
 class CosmosStore(CosmosPrograms):
-    """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/id``).
+    """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
+    containers of the earlier layout, ``/id``, keep working as they did).
 
     Auth is the account ``key`` when given, else ``credential``, else
     ``azure.identity.DefaultAzureCredential()``. The database and container must
     exist unless ``create_if_missing=True`` (emulators and tests only: data-plane
-    roles cannot create them). ``finished_ttl`` (seconds) lets Cosmos DB expire a
-    run that long after it completed; it needs TTL on in the container (infra/
-    does that). Extra keyword arguments go to ``CosmosClient``.
+    roles cannot create them; it creates a ``/run`` container). ``finished_ttl``
+    (seconds) lets Cosmos DB expire a run that long after it completed; it needs TTL
+    on in the container (infra/ does that). ``max_state_bytes``: the state size limit
+    (default ``MAX_STATE_BYTES``). Extra keyword arguments go to ``CosmosClient``.
     """
 
     def __init__(
@@ -65,40 +107,42 @@ class CosmosStore(CosmosPrograms):
         verify_tls: bool = True,
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
+        max_state_bytes: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
             endpoint,
-            key=key,
-            credential=credential,
             database=database,
             container=container,
             finished_ttl=finished_ttl,
+            max_state_bytes=max_state_bytes,
         )
+        key = checked_key(endpoint, key)  # before any request, and before a credential
         self._client: Any = None
         self._credential = None
-        if self._key is None and credential is None:
+        if key is None and credential is None:
             credential = self._credential = DefaultAzureCredential()
         try:
             self._client = CosmosClient(
                 endpoint,
-                credential=self._key or credential,
+                credential=key or credential,
                 **client_options(endpoint, verify_tls, client_kwargs),
             )
             self._found(self._client)
             if create_if_missing:
                 db = self._client.create_database_if_not_exists(database)
-                self._container = db.create_container_if_not_exists(
-                    container, partition_key=PartitionKey(path=PARTITION_KEY)
-                )
+                self._container, properties = _new_container(db, container)
             else:
-                self._container = self._client.get_database_client(database).get_container_client(
-                    container
-                )
-                self._container.read()  # fail now, clearly, if it is missing; warms the cache
+                db = self._client.get_database_client(database)
+                self._container = db.get_container_client(container)
+                properties = self._container.read()  # fail now, clearly, if it is missing
+            self._shape(properties)
         except AzureError as exc:
             self.close()
             raise translate(exc, self._where) from exc
+        except DurableError:
+            self.close()
+            raise
 
     def __repr__(self) -> str:
         return f"CosmosStore({self._where!r})"
@@ -114,13 +158,30 @@ class CosmosStore(CosmosPrograms):
         error: AzureError | None = None
         while True:
             try:
-                call = program.send(value) if error is None else program.throw(error)
+                request = program.send(value) if error is None else program.throw(error)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
-            try:
-                value, error = getattr(self._container, call.method)(**call.kwargs), None
-            except AzureError as exc:
-                value, error = None, exc
+            if isinstance(request, list):
+                value, error = self._together(request), None
+            else:
+                value = self._attempt(request)
+                value, error = (None, value) if isinstance(value, AzureError) else (value, None)
+
+    def _attempt(self, call: SdkCall) -> Any:
+        """The call's result, or the AzureError it raised."""
+        if call is OPEN:
+            return None
+        try:
+            result = getattr(self._container, call.method)(**call.kwargs)
+            return list(result) if call.method == QUERY else result
+        except AzureError as exc:
+            return exc
+
+    def _together(self, calls: list[SdkCall]) -> list[Any]:
+        if len(calls) <= 1:
+            return [self._attempt(c) for c in calls]
+        with ThreadPoolExecutor(min(PARALLEL, len(calls))) as pool:
+            return list(pool.map(self._attempt, calls))
 
     def load(self, run_id: str) -> Checkpoint | None:
         return self._do(self._load(run_id))
@@ -129,9 +190,14 @@ class CosmosStore(CosmosPrograms):
         return self._do(self._save(checkpoint))
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
-        """Remove the run; False if it had none. With ``etag``, only if it is unchanged
-        (If-Match), else ``ConflictError``."""
+        """Remove the run (its head, then its segments); False if it had none. With
+        ``etag``, only if it is unchanged (If-Match), else ``ConflictError``."""
         return self._do(self._delete(run_id, etag))
+
+    def prune_segments(self, older_than: float = ORPHAN_AGE) -> int:
+        """Delete the segments, older than ``older_than`` seconds, that no run needs
+        (their head is gone: a crashed delete, an expired run); how many."""
+        return self._do(self._sweep(older_than))
 
     def list_runs(
         self,
@@ -143,13 +209,12 @@ class CosmosStore(CosmosPrograms):
         limit: int | None = None,
     ) -> Iterator[RunInfo]:
         """The runs matching the filters, in no particular order, streamed page by page
-        from one projected query (no state is read or sent)."""
+        from one projected query of heads (no state is read or sent)."""
         return self._list(listing(status, workflow, updated_before, limit, due_before))
 
     def run_info(self, run_id: str) -> RunInfo | None:
-        """One run as ``list_runs`` lists it; None when it has no checkpoint."""
-        cp = self.load(run_id)
-        return None if cp is None else info_of(cp, 0)
+        """One run as ``list_runs`` lists it, from its head; None when it has none."""
+        return self._do(self._info(run_id))
 
     def _list(self, query: Listing) -> Iterator[RunInfo]:
         if query.done:
@@ -180,7 +245,7 @@ class AsyncCosmosStore(CosmosPrograms):
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
     so that the client and the credential are closed. Nothing is sent until the
-    first call, which resolves the container once.
+    first call, which resolves the container (and its layout) once.
     """
 
     def __init__(
@@ -194,23 +259,24 @@ class AsyncCosmosStore(CosmosPrograms):
         verify_tls: bool = True,
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
+        max_state_bytes: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
             endpoint,
-            key=key,
-            credential=credential,
             database=database,
             container=container,
             finished_ttl=finished_ttl,
+            max_state_bytes=max_state_bytes,
         )
+        key = checked_key(endpoint, key)
         self._create = create_if_missing
         self._credential = None
-        if self._key is None and credential is None:
+        if key is None and credential is None:
             credential = self._credential = AsyncDefaultAzureCredential()
         self._client = AsyncCosmosClient(
             endpoint,
-            credential=self._key or credential,
+            credential=key or credential,
             **client_options(endpoint, verify_tls, client_kwargs),
         )
         self._found(self._client)
@@ -237,33 +303,44 @@ class AsyncCosmosStore(CosmosPrograms):
                 try:
                     if self._create:
                         db = await self._client.create_database_if_not_exists(self.database)
-                        container = await db.create_container_if_not_exists(
-                            self.container, partition_key=PartitionKey(path=PARTITION_KEY)
-                        )
+                        container, properties = await _new_container(db, self.container)
                     else:
                         db = self._client.get_database_client(self.database)
                         container = db.get_container_client(self.container)
-                        await container.read()
+                        properties = await container.read()
                 except AzureError as exc:
                     raise translate(exc, self._where) from exc
+                self._shape(properties)
                 self._container = container
         return self._container
 
     async def _do(self, program: Program[T]) -> T:
-        try:
-            call = next(program)  # the program checks its input before any I/O
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        container = self._container or await self._open()
+        value: Any = None
+        error: AzureError | None = None
         while True:
-            try:
-                value, error = await getattr(container, call.method)(**call.kwargs), None
-            except AzureError as exc:
-                value, error = None, exc
-            try:
-                call = program.send(value) if error is None else program.throw(error)
+            try:  # the first step checks the program's input, before any I/O
+                request = program.send(value) if error is None else program.throw(error)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            container = self._container or await self._open()
+            if isinstance(request, list):
+                calls = (self._attempt(container, c) for c in request)
+                value, error = list(await asyncio.gather(*calls)), None
+            else:
+                value = await self._attempt(container, request)
+                value, error = (None, value) if isinstance(value, AzureError) else (value, None)
+
+    @staticmethod
+    async def _attempt(container: Any, call: SdkCall) -> Any:
+        """The call's result, or the AzureError it raised."""
+        if call is OPEN:
+            return None
+        try:
+            if call.method == QUERY:
+                return [item async for item in container.query_items(**call.kwargs)]
+            return await getattr(container, call.method)(**call.kwargs)
+        except AzureError as exc:
+            return exc
 
     async def load(self, run_id: str) -> Checkpoint | None:
         return await self._do(self._load(run_id))
@@ -274,6 +351,10 @@ class AsyncCosmosStore(CosmosPrograms):
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         """As ``CosmosStore.delete``."""
         return await self._do(self._delete(run_id, etag))
+
+    async def prune_segments(self, older_than: float = ORPHAN_AGE) -> int:
+        """As ``CosmosStore.prune_segments``."""
+        return await self._do(self._sweep(older_than))
 
     def list_runs(
         self,
@@ -289,8 +370,7 @@ class AsyncCosmosStore(CosmosPrograms):
 
     async def run_info(self, run_id: str) -> RunInfo | None:
         """As ``CosmosStore.run_info``."""
-        cp = await self.load(run_id)
-        return None if cp is None else info_of(cp, 0)
+        return await self._do(self._info(run_id))
 
     async def _list(self, query: Listing) -> AsyncIterator[RunInfo]:
         if query.done:

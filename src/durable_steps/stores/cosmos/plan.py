@@ -1,0 +1,227 @@
+"""What one save sends, decided before any I/O: the segments to create first, the
+head to write last (the commit), and the superseded segments to delete after.
+
+``plan`` applies the rules of ``segments`` (the ``/run`` layout) and of the earlier
+``/id`` layout (the whole checkpoint in one item, up to Cosmos DB's 2 MB). Both
+check the state limit first (``check_size``, from sizes that ``seam.delta`` keeps
+exact without encoding the state), so a state over it sends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...seam import delta
+from ...seam.document import to_document
+from ...seam.state import delta_since
+from ...seam.store import Checkpoint, check_size
+from . import segments as sg
+from .items import Items, Known, Write
+
+_LEGACY_TOO_LARGE = (
+    "This container has the earlier layout (partition key /id: the whole state in one "
+    "item); a container with partition key /run stores states of any size up to "
+    "DURABLE_MAX_STATE_BYTES: create one (infra/) and move the runs with 'durable-steps "
+    "migrate --from cosmos --to cosmos:NEWCONTAINER'"
+)
+_HEAD_TOO_LARGE = (
+    "The run's head holds its step names, signals and last error: keep large payloads "
+    "out of signals (a URL instead)"
+)
+
+
+@dataclass
+class SavePlan:
+    head: Write
+    segments: list[tuple[dict[str, Any], int]]
+    """Items to create before the head (a delta segment, or a snapshot's parts), each
+    with its bytes as sent."""
+    cleanup: tuple[int, str] | None
+    """After the head: delete segments of folds before this number, or of this number
+    and another generation than this one ("": inline)."""
+    known: Known
+    """What the store holds once the head lands (its etag is filled in then)."""
+
+    @property
+    def sent(self) -> int:
+        return self.head.sent + sum(size for _, size in self.segments)
+
+
+@dataclass
+class Prepared:
+    """A save checked and measured, before the layout is known: the change of its data
+    (``seam.delta``'s members) and the sizes after."""
+
+    cp: Checkpoint
+    doc: dict[str, Any]
+    known: Known | None
+    parts: list[bytes]
+    sizes: delta.Sizes
+    change: Any
+    """The state's Delta against the stored version (None: the state is written whole)."""
+    stored: tuple[Mapping[str, Any], ...] | None
+    """The journal as stored, as ``delta.encode`` was given it (None: unknown)."""
+
+
+def prepare(items: Items, cp: Checkpoint, limit: int) -> Prepared:
+    """Validate ``cp`` and refuse a state over ``limit``: no I/O, nothing sent."""
+    doc = to_document(cp)  # validates the state, the signals and the journal
+    known = items.known_at(cp.run_id, cp.etag)
+    change = delta_since(cp.state, cp.etag) if known is not None else None
+    stored = None if known is None else _aligned(known.calls, cp.calls)
+    sizes_before = None if known is None else known.sizes
+    parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before)
+    if sizes is None:  # a change of a version whose sizes are unknown: measure it whole
+        change = stored = None
+        parts, sizes = delta.encode(cp.state, None, cp.calls, None, None)
+    assert sizes is not None  # every part written whole is measured
+    check_size(cp.run_id, sizes.state + sizes.calls, limit)
+    return Prepared(cp, doc, known, parts, sizes, change, stored)
+
+
+def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> SavePlan:
+    cp, doc = p.cp, p.doc
+    unchanged_state = p.change is not None and not p.change
+    head = {k: v for k, v in doc.items() if k not in ("state", "calls")}
+    head |= {"id": cp.run_id, "nonce": sg.nonce()}
+    if legacy:  # the earlier layout, as it was: one item, whole
+        body = {**doc, "id": cp.run_id}
+        if items.finished_ttl is not None and cp.done:
+            body["ttl"] = items.finished_ttl
+        body["nonce"] = head["nonce"]
+        partial = patch and unchanged_state
+        write = items.write(cp, body, partial=partial, too_large=_LEGACY_TOO_LARGE)
+        return SavePlan(
+            write, [], None, Known("", write.fields, write.size, p.sizes, calls=cp.calls)
+        )
+    return _Planner(items, p, head, patch=patch).plan(p.parts, p.change, p.stored)
+
+
+class _Planner:
+    def __init__(self, items: Items, p: Prepared, head: dict[str, Any], *, patch: bool) -> None:
+        self.items, self.cp, self.known, self.sizes, self.patch = (
+            items,
+            p.cp,
+            p.known,
+            p.sizes,
+            patch,
+        )
+        self.head = head | {"run": p.cp.run_id, "sizes": list(p.sizes)}
+        self.data = p.sizes.state + p.sizes.calls
+        self.chain = None if self.known is None else self.known.chain
+        self.ttl = items.finished_ttl if self.cp.done else None
+        self.until = None if self.known is None else self.known.until
+
+    def plan(
+        self, parts: list[bytes], change: Any, stored: Sequence[Mapping[str, Any]] | None
+    ) -> SavePlan:
+        known, chain = self.known, self.chain
+        expire = self.ttl is not None and chain is not None and self.until is None
+        if chain is not None and not parts and not expire:  # the data is unchanged
+            return self._head_only(chain)
+        if (
+            chain is None
+            and self.data <= sg.INLINE_MAX
+            and (known is not None or self.cp.etag is None)
+        ):
+            return self._inline(change is not None and not change, None)
+        if chain is not None and not expire:
+            data = sg.blob(parts)
+            log = chain.log + len(data)
+            outweighs = log > sg.FOLD_RATIO * self.data and log > sg.FOLD_MIN
+            if chain.count < sg.MAX_DELTAS and not outweighs:
+                found = self._delta(chain, json.loads(data), data)
+                if found is not None:
+                    return found
+        if change is not None or stored is not None:
+            parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
+        return self._fold(parts)
+
+    def _remember(self, write: Write, **known: Any) -> Known:
+        return Known("", write.fields, write.size, self.sizes, calls=self.cp.calls, **known)
+
+    def _write(self, body: dict[str, Any], *, partial: bool) -> Write:
+        if self.ttl is not None:
+            body["ttl"] = self.ttl
+            if self.until is not None:  # the head expires before the segments it needs
+                left = int(self.until - time.time()) - sg.TTL_MARGIN
+                body["ttl"] = max(1, min(self.ttl, left))
+                body["until"] = self.until
+        return self.items.write(self.cp, body, partial=partial, too_large=_HEAD_TOO_LARGE)
+
+    def _head_only(self, chain: sg.Chain) -> SavePlan:
+        write = self._write(self.head | chain.fields(), partial=self.patch)
+        return SavePlan(write, [], None, self._remember(write, chain=chain, until=self.until))
+
+    def _inline(self, unchanged_state: bool, fold: int | None) -> SavePlan:
+        """The data in the head. ``fold``: the number of the fold that brings it back
+        inline (its superseded segments go); None: it was inline already, or new."""
+        body = self.head | {"state": self.cp.state, "calls": list(self.cp.calls)}
+        kept = fold if fold is not None else None if self.known is None else self.known.fold
+        if kept is not None:
+            body["fold"] = kept
+        write = self._write(body, partial=self.patch and unchanged_state)
+        cleanup = None if fold is None else (fold, "")
+        return SavePlan(write, [], cleanup, self._remember(write, fold=kept))
+
+    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan | None:
+        seg = sg.nonce()
+        head = sg.segment_head(
+            self.cp.run_id, seg, gen=chain.gen, fold=chain.fold, seq=chain.seq + 1, prev=chain.tip
+        )
+        found = sg.segment_items(
+            self.items.measure, self.items.escaped, head, change, data, split=False
+        )
+        if found is None:
+            return None
+        after = chain.then(seg, len(data))
+        write = self._write(self.head | after.fields(), partial=False)
+        return SavePlan(write, found, None, self._remember(write, chain=after, until=self.until))
+
+    def _fold(self, whole: list[bytes]) -> SavePlan:
+        """A new generation: the whole data as a snapshot (inline when it is small)."""
+        before = self.chain.fold if self.chain else self.known.fold if self.known else None
+        fold = max(int(time.time() * 1000), (before or 0) + 1)
+        if self.data <= sg.INLINE_MAX:
+            return self._inline(False, fold)
+        seg = sg.nonce()
+        head = sg.segment_head(self.cp.run_id, seg, gen=seg, fold=fold, seq=0, prev=None)
+        if self.ttl is not None:
+            head["ttl"] = self.ttl + sg.TTL_MARGIN
+            self.until = time.time() + self.ttl + sg.TTL_MARGIN
+        data = sg.blob(whole)
+        snapshot = {"state": self.cp.state, "calls": list(self.cp.calls)}
+        found = sg.segment_items(
+            self.items.measure, self.items.escaped, head, snapshot, data, split=True
+        )
+        assert found is not None
+        chain = sg.Chain(seg, fold, 0, seg, len(data))
+        write = self._write(self.head | chain.fields(), partial=False)
+        # Nothing to supersede on a new run, or on one that never had segments.
+        first = self.cp.etag is None or (self.known is not None and before is None)
+        return SavePlan(
+            write,
+            found,
+            None if first else (fold, seg),
+            self._remember(write, chain=chain, fold=fold, until=self.until),
+        )
+
+
+def _aligned(
+    stored: tuple[Mapping[str, Any], ...] | None, calls: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...] | None:
+    """The journal as stored, with each record that the checkpoint holds again (equal,
+    though another object: the runner freezes a loaded journal anew) replaced by the
+    checkpoint's own, so that ``delta.encode`` takes it for unchanged."""
+    if stored is None:
+        return None
+    mine = {r["i"]: r for r in calls}
+    out = []
+    for record in stored:
+        again = mine.get(record["i"])
+        out.append(again if again is not None and (again is record or again == record) else record)
+    return tuple(out)
