@@ -93,8 +93,9 @@ def test_migrate_copies_runs_intact(cli: Cli, run_id: str, tmp_path: Path) -> No
 def test_migrate_records_runs_it_cannot_copy_and_carries_on(
     cosmos_local: CosmosEndpoint, tmp_path: Path
 ) -> None:
-    """A run too large for Cosmos DB and an unreadable one are reported and skipped; the
-    others are copied, and the exit status is 1 at the end."""
+    """A run over the state limit (DURABLE_MAX_STATE_BYTES, 2 MB here) and an unreadable
+    one are reported and skipped; the others are copied, and the exit status is 1 at the
+    end."""
     laptop = tmp_path / "laptop"
     with ds.FileStore(laptop) as files:
         for run_id in ("a-first", "c-huge", "d-last"):
@@ -103,7 +104,8 @@ def test_migrate_records_runs_it_cannot_copy_and_carries_on(
         files.file_for("b-broken").write_bytes(b"{")
     fresh = cosmos_local.fresh()
     try:
-        cli = Cli({k: v for k, v in fresh.env().items() if k != "DURABLE_STORE"})
+        env = {k: v for k, v in fresh.env().items() if k != "DURABLE_STORE"}
+        cli = Cli({**env, "DURABLE_MAX_STATE_BYTES": "2000000"})
         done = cli("migrate", "--from", f"file:{laptop}", "--to", "cosmos", "--json")
         assert done.returncode == 1, done.stderr
         result = json.loads(done.stdout)

@@ -14,6 +14,11 @@ a method (and optionally a path fragment):
   write never reached the server.
 - ``answer(...)``: answer with a given status and JSON body without forwarding, as a
   server that refuses an operation would (e.g. the vNext emulator's 400 for PATCH).
+- ``arm(n, action)``: break the n-th request from now whatever its method (the n-th
+  request of a save): ``lose`` it, ``drop`` its answer, forward it and answer
+  ``after`` with a status (a 429/503/500 about a write that landed), or ``hold`` it
+  unanswered, before forwarding it or (``hold-after``) once the server has it, until
+  ``heal()`` (a test kills the client meanwhile).
 
 Threads, not asyncio, so that sync tests and an event loop in another thread can use
 it alike; each client connection gets its own thread.
@@ -52,13 +57,16 @@ class Exchange:
 
 @dataclass
 class _Rule:
-    method: str
+    method: str  # "*": any
     path: str
     action: str
     times: int | None  # None: every matching request
     status: int = 0
     body: Any = None
     then: Callable[[], object] | None = None
+    skip: int = 0
+    """Matching requests to let through before this rule applies."""
+    happened: threading.Event = field(default_factory=threading.Event)
 
 
 class Proxy:
@@ -69,6 +77,7 @@ class Proxy:
         self.exchanges: list[Exchange] = []
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
+        self._release = threading.Event()
         self._server = socket.create_server(("127.0.0.1", 0))
         self._closed = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -102,15 +111,29 @@ class Proxy:
         with self._lock:
             self._rules.append(_Rule(method, path, "answer", times, status, body))
 
+    def arm(self, n: int, action: str, *, status: int = 0, path: str = "/docs") -> threading.Event:
+        """Break the n-th request (0-based) from now whose path contains ``path``, of any
+        method, with ``action``: ``lose``, ``drop``, ``after`` (forward it, then answer
+        ``status``), ``hold`` or ``hold-after``. The Event is set once it happened."""
+        assert action in ("lose", "drop", "after", "hold", "hold-after"), action
+        body = {"code": "Injected", "message": f"{status} injected by the test proxy"}
+        rule = _Rule("*", path, action, 1, status, body, skip=n)
+        with self._lock:
+            self._release.clear()
+            self._rules.append(rule)
+        return rule.happened
+
     def clear(self) -> None:
         """Forget the exchanges recorded so far."""
         with self._lock:
             self.exchanges.clear()
 
     def heal(self) -> None:
-        """Drop every fault not yet used up: forward everything from now on."""
+        """Drop every fault not yet used up, and end the requests held: forward
+        everything from now on."""
         with self._lock:
             self._rules.clear()
+            self._release.set()
 
     def store_calls(self) -> list[Exchange]:
         """The exchanges about databases, containers and items: without the account
@@ -157,6 +180,12 @@ class Proxy:
                     self.exchanges.append(exchange)
                 if rule is not None and rule.action == "lose":
                     exchange.fault = "lost"
+                    rule.happened.set()
+                    return
+                if rule is not None and rule.action == "hold":
+                    exchange.fault = "held"
+                    rule.happened.set()
+                    self._release.wait(60)
                     return
                 if rule is not None and rule.action == "answer":
                     payload = json.dumps(rule.body).encode()
@@ -173,11 +202,24 @@ class Proxy:
                 exchange.received = len(ahead) + len(abody)
                 exchange.answer_headers = _headers(ahead)
                 exchange.answer_body = abody
-                if rule is not None and rule.action == "drop":
-                    exchange.fault = "dropped"
+                if rule is not None and rule.action in ("drop", "hold-after"):
+                    exchange.fault = "dropped" if rule.action == "drop" else "held"
                     if rule.then is not None:
                         rule.then()
+                    rule.happened.set()
+                    if rule.action == "hold-after":
+                        self._release.wait(60)
                     return  # the write landed upstream; the client never hears of it
+                if rule is not None and rule.action == "after":
+                    exchange.fault = f"answered {rule.status} after forwarding"
+                    payload = json.dumps(rule.body).encode()
+                    client.sendall(
+                        f"HTTP/1.1 {rule.status} Injected\r\ncontent-type: application/json\r\n"
+                        f"content-length: {len(payload)}\r\nx-ms-retry-after-ms: 1\r\n"
+                        "connection: close\r\n\r\n".encode() + payload
+                    )
+                    rule.happened.set()
+                    return
                 client.sendall(ahead + abody)
                 if not (keep and akeep):
                     return
@@ -190,7 +232,10 @@ class Proxy:
     def _rule_for(self, exchange: Exchange) -> _Rule | None:
         with self._lock:
             for rule in self._rules:
-                if rule.method == exchange.method and rule.path in exchange.path:
+                if rule.method in (exchange.method, "*") and rule.path in exchange.path:
+                    if rule.skip:
+                        rule.skip -= 1
+                        continue
                     if rule.times is not None:
                         rule.times -= 1
                         if rule.times == 0:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +15,16 @@ import pytest
 import durable_steps as ds
 from durable_steps import Checkpoint, Step
 from durable_steps.seam.state import MAX_DEPTH
+from durable_steps.seam.store import MAX_STATE_BYTES
 
-from ..conftest import Backend
+from ..conftest import Backend, SyncFacade, store_env
+
+# aiohttp (under the async Cosmos SDK) warns when a request body over 1 MiB is raw bytes,
+# as a 20 MB state's parts are (items of up to 2 MB): a ResourceWarning, hidden unless
+# warnings are errors, as they are here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Sending a large body directly with raw bytes:ResourceWarning"
+)
 
 ODD_BUT_VALID = [
     "...",
@@ -461,3 +471,81 @@ def test_attempt_counts_restarts_and_key_is_stable(backend: Backend, run_id: str
     ds.run(run_id, steps, backend.store)
     assert [a for a, _ in seen] == [1, 2, 3]
     assert len({k for _, k in seen}) == 1
+
+
+# -- state size: the same limit in every store --------------------------------------------
+
+TWENTY_MB = 20 * 1024 * 1024
+
+
+def test_a_20_mb_state_saves_loads_and_resumes(backend: Backend, run_id: str) -> None:
+    """A 20 MB state -- ten times a Cosmos DB item -- is saved, loads back exactly, and a
+    run holding it resumes at the step that failed, on every store."""
+    docs = [{"id": i, "text": f"doc {i} ✓ " * 20} for i in range(2000)]
+    blob = "x" * (TWENTY_MB - len(json.dumps(docs)))
+    tries: list[str] = []
+
+    def b(state: Any) -> dict[str, Any]:
+        tries.append("b")
+        if len(tries) == 1:
+            raise RuntimeError("the model timed out")
+        return {"seen": len(state["blob"]) + len(state["docs"])}
+
+    steps = [Step("a", lambda s: {"blob": blob, "docs": docs}), Step("b", b)]
+    with pytest.raises(RuntimeError, match="timed out"):
+        ds.run(run_id, steps, backend.store)
+    loaded = backend.store.load(run_id)
+    assert loaded is not None and loaded.step == 0
+    assert loaded.state == {"blob": blob, "docs": docs}
+    final = ds.run(run_id, steps, backend.store)
+    assert final == {"blob": blob, "docs": docs, "seen": len(blob) + 2000}
+    assert tries == ["b", "b"]
+
+
+def test_a_state_over_the_limit_is_refused_and_the_previous_one_stays(
+    backend: Backend, run_id: str
+) -> None:
+    """A state over the limit (64 MiB of JSON by default, the same in every store) fails
+    with StateTooLargeError naming its size, the limit and what to do; nothing is
+    written, the previous checkpoint stays and saving on from it works."""
+    v1 = backend.store.save(first(run_id, {"ok": 1}))
+    huge = {"ok": 1, "blob": "x" * MAX_STATE_BYTES}
+    with pytest.raises(ds.StateTooLargeError) as err:
+        backend.store.save(replace(v1, step=1, steps=("a", "b"), state=huge))
+    e = err.value
+    assert (e.run_id, e.limit) == (run_id, MAX_STATE_BYTES) and e.size > e.limit
+    message = str(e)
+    assert f"{e.size:,}" in message and f"{e.limit:,}" in message
+    assert "nothing was saved" in message and "DURABLE_MAX_STATE_BYTES" in message
+    loaded = backend.store.load(run_id)
+    assert loaded is not None and (loaded.state, loaded.etag) == ({"ok": 1}, v1.etag)
+    v2 = backend.store.save(replace(loaded, step=1, steps=("a", "b"), state={"ok": 2}))
+    again = backend.store.load(run_id)
+    assert again is not None and (again.state, again.etag) == ({"ok": 2}, v2.etag)
+
+
+@pytest.mark.parametrize("kind", ["file", "memory", "cosmos-local"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_the_state_limit_is_configured_by_durable_max_state_bytes(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    loop: asyncio.AbstractEventLoop,
+    kind: str,
+    is_async: bool,
+    run_id: str,
+) -> None:
+    """DURABLE_MAX_STATE_BYTES sets every store's limit (max_state_bytes=): 4 KiB here,
+    so a 5 KB state is refused and a 3 KB one is not."""
+    env = {**store_env(request, tmp_path, kind), "DURABLE_MAX_STATE_BYTES": "4096"}
+    store: Any = ds.store_from_env(env)
+    if is_async:
+        store = SyncFacade(ds.async_store_from_env(env), loop)
+    try:
+        saved = store.save(first(run_id, {"text": "s" * 3000}))
+        with pytest.raises(ds.StateTooLargeError) as err:
+            store.save(replace(saved, state={"text": "l" * 5000}))
+        assert (err.value.size, err.value.limit) == (len('{"text":""}') + 5000 + 2, 4096)
+        loaded = store.load(run_id)
+        assert loaded is not None and loaded.state == {"text": "s" * 3000}
+    finally:
+        store.close()

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..seam.errors import ConfigurationError, DurableError, MissingExtraError
+from ..seam.store import MAX_STATE_BYTES
 from .file.store import FileStore
 from .memory import AsyncMemoryStore, MemoryStore
 
@@ -83,6 +84,21 @@ def _endpoint(env: Mapping[str, str]) -> str:
     return endpoint
 
 
+def _max_state_bytes(env: Mapping[str, str]) -> int | None:
+    """``DURABLE_MAX_STATE_BYTES``: a positive number of bytes (None: the default)."""
+    value = env.get("DURABLE_MAX_STATE_BYTES", "").strip().replace("_", "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(
+            f"DURABLE_MAX_STATE_BYTES={_shown(env['DURABLE_MAX_STATE_BYTES'])} is not a size; "
+            f"use a positive whole number of bytes, e.g. 134217728 (unset means "
+            f"{MAX_STATE_BYTES}, 64 MiB), the same limit in every store",
+            variable="DURABLE_MAX_STATE_BYTES",
+        )
+    return int(value)
+
+
 def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
     env = os.environ if env is None else env
     backend = env.get("DURABLE_STORE", "file").strip().lower() or "file"
@@ -92,8 +108,10 @@ def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
             f"{', '.join(BACKENDS)} (unset means file)",
             variable="DURABLE_STORE",
         )
+    limit = _max_state_bytes(env)
     if backend != "cosmos":
-        return {"backend": backend, "path": env.get("DURABLE_FILE_PATH") or ".durable"}
+        path = env.get("DURABLE_FILE_PATH") or ".durable"
+        return {"backend": backend, "path": path, "max_state_bytes": limit}
     return {
         "backend": "cosmos",
         "endpoint": _endpoint(env),
@@ -103,6 +121,7 @@ def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
         "container": env.get("COSMOS_CONTAINER") or "checkpoints",
         "verify_tls": _flag(env, "COSMOS_VERIFY_TLS"),
         "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING"),
+        "max_state_bytes": limit,
     }
 
 
@@ -111,6 +130,7 @@ def describe(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     s = _settings(env)
     if s["backend"] == "cosmos":
         s["auth"] = "key (COSMOS_KEY)" if s.pop("key") else "Entra ID (DefaultAzureCredential)"
+    s["max_state_bytes"] = s["max_state_bytes"] or MAX_STATE_BYTES
     return s
 
 
@@ -151,9 +171,9 @@ def store_from_env(env: Mapping[str, str] | None = None) -> FileStore | MemorySt
     """The store the environment describes (see the configuration table in the README)."""
     s = _settings(env)
     if s["backend"] == "file":
-        return FileStore(s["path"])
+        return FileStore(s["path"], max_state_bytes=s["max_state_bytes"])
     if s["backend"] == "memory":
-        return MemoryStore()
+        return MemoryStore(max_state_bytes=s["max_state_bytes"])
     store: CosmosStore = cosmos_module().CosmosStore(**_cosmos_args(s))
     return store
 
@@ -166,9 +186,9 @@ def async_store_from_env(
 
     s = _settings(env)
     if s["backend"] == "file":
-        return AsyncFileStore(s["path"])
+        return AsyncFileStore(s["path"], max_state_bytes=s["max_state_bytes"])
     if s["backend"] == "memory":
-        return AsyncMemoryStore()
+        return AsyncMemoryStore(max_state_bytes=s["max_state_bytes"])
     store: AsyncCosmosStore = cosmos_module().AsyncCosmosStore(**_cosmos_args(s))
     return store
 
@@ -181,16 +201,21 @@ def store_for(
     spec: str, env: Mapping[str, str] | None = None
 ) -> FileStore | MemoryStore | CosmosStore:
     """A store named on a command line: ``env`` (as configured), ``file:PATH``, ``cosmos``
-    (the COSMOS_* variables, whatever DURABLE_STORE says) or ``memory``."""
+    (the COSMOS_* variables, whatever DURABLE_STORE says), ``cosmos:CONTAINER`` (another
+    container of that account and database) or ``memory``."""
     env = dict(os.environ if env is None else env)
     if spec == "env":
         return store_from_env(env)
     if spec.startswith("file:") and len(spec) > len("file:"):
         return store_from_env({**env, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": spec[5:]})
+    if spec.startswith("cosmos:") and len(spec) > len("cosmos:"):
+        container = spec.removeprefix("cosmos:")
+        return store_from_env({**env, "DURABLE_STORE": "cosmos", "COSMOS_CONTAINER": container})
     if spec in ("cosmos", "memory"):
         return store_from_env({**env, "DURABLE_STORE": spec})
     raise ConfigurationError(
         f"{spec!r} is not a store: use env (the configured store), file:PATH, cosmos "
-        "(configured by the COSMOS_* variables) or memory",
+        "(configured by the COSMOS_* variables), cosmos:CONTAINER (another container of "
+        "that database) or memory",
         variable="STORE",
     )
