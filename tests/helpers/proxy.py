@@ -111,13 +111,16 @@ class Proxy:
         with self._lock:
             self._rules.append(_Rule(method, path, "answer", times, status, body))
 
-    def arm(self, n: int, action: str, *, status: int = 0, path: str = "/docs") -> threading.Event:
-        """Break the n-th request (0-based) from now whose path contains ``path``, of any
-        method, with ``action``: ``lose``, ``drop``, ``after`` (forward it, then answer
-        ``status``), ``hold`` or ``hold-after``. The Event is set once it happened."""
+    def arm(
+        self, n: int, action: str, *, status: int = 0, path: str = "/docs", method: str = "*"
+    ) -> threading.Event:
+        """Break the n-th request (0-based) from now whose path contains ``path``, of
+        ``method`` (any by default), with ``action``: ``lose``, ``drop``, ``after``
+        (forward it, then answer ``status``), ``hold`` or ``hold-after``. The Event is
+        set once it happened."""
         assert action in ("lose", "drop", "after", "hold", "hold-after"), action
         body = {"code": "Injected", "message": f"{status} injected by the test proxy"}
-        rule = _Rule("*", path, action, 1, status, body, skip=n)
+        rule = _Rule(method, path, action, 1, status, body, skip=n)
         with self._lock:
             self._release.clear()
             self._rules.append(rule)
@@ -178,48 +181,17 @@ class Proxy:
                 rule = self._rule_for(exchange)
                 with self._lock:
                     self.exchanges.append(exchange)
-                if rule is not None and rule.action == "lose":
-                    exchange.fault = "lost"
-                    rule.happened.set()
-                    return
-                if rule is not None and rule.action == "hold":
-                    exchange.fault = "held"
-                    rule.happened.set()
-                    self._release.wait(60)
-                    return
-                if rule is not None and rule.action == "answer":
-                    payload = json.dumps(rule.body).encode()
-                    exchange.status, exchange.fault = rule.status, "answered"
-                    client.sendall(
-                        f"HTTP/1.1 {rule.status} Refused\r\ncontent-type: application/json\r\n"
-                        f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode()
-                        + payload
-                    )
-                    return
-                answer = self._forward(head + body)
-                ahead, abody, akeep = answer
+                if rule is not None and rule.action in ("lose", "hold", "answer"):
+                    self._instead(client, exchange, rule)
+                    return  # the server never sees the request
+                ahead, abody, akeep = self._forward(head + body)
                 exchange.status = int(ahead.split(b" ", 2)[1])
                 exchange.received = len(ahead) + len(abody)
                 exchange.answer_headers = _headers(ahead)
                 exchange.answer_body = abody
-                if rule is not None and rule.action in ("drop", "hold-after"):
-                    exchange.fault = "dropped" if rule.action == "drop" else "held"
-                    if rule.then is not None:
-                        rule.then()
-                    rule.happened.set()
-                    if rule.action == "hold-after":
-                        self._release.wait(60)
-                    return  # the write landed upstream; the client never hears of it
-                if rule is not None and rule.action == "after":
-                    exchange.fault = f"answered {rule.status} after forwarding"
-                    payload = json.dumps(rule.body).encode()
-                    client.sendall(
-                        f"HTTP/1.1 {rule.status} Injected\r\ncontent-type: application/json\r\n"
-                        f"content-length: {len(payload)}\r\nx-ms-retry-after-ms: 1\r\n"
-                        "connection: close\r\n\r\n".encode() + payload
-                    )
-                    rule.happened.set()
-                    return
+                if rule is not None:
+                    self._after(client, exchange, rule)
+                    return  # the request landed upstream; the client never hears of it
                 client.sendall(ahead + abody)
                 if not (keep and akeep):
                     return
@@ -228,6 +200,31 @@ class Proxy:
         finally:
             reader.close()
             client.close()
+
+    def _instead(self, client: socket.socket, exchange: Exchange, rule: _Rule) -> None:
+        """A fault instead of forwarding: lose the request, hold it, or answer it."""
+        if rule.action == "answer":
+            exchange.status, exchange.fault = rule.status, "answered"
+            _answer(client, rule.status, "Refused", rule.body)
+            return
+        exchange.fault = "lost" if rule.action == "lose" else "held"
+        rule.happened.set()
+        if rule.action == "hold":
+            self._release.wait(60)
+
+    def _after(self, client: socket.socket, exchange: Exchange, rule: _Rule) -> None:
+        """A fault once the server answered: drop or hold its answer, or answer another."""
+        if rule.action == "after":
+            exchange.fault = f"answered {rule.status} after forwarding"
+            rule.happened.set()  # before the client can see the answer
+            _answer(client, rule.status, "Injected", rule.body)
+            return
+        exchange.fault = "dropped" if rule.action == "drop" else "held"
+        if rule.then is not None:
+            rule.then()
+        rule.happened.set()
+        if rule.action == "hold-after":
+            self._release.wait(60)
 
     def _rule_for(self, exchange: Exchange) -> _Rule | None:
         with self._lock:
@@ -254,6 +251,16 @@ class Proxy:
         if answer is None:
             raise OSError("the server closed the connection without answering")
         return answer
+
+
+def _answer(client: socket.socket, status: int, reason: str, body: Any) -> None:
+    payload = json.dumps(body).encode()
+    client.sendall(
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(payload)}\r\nx-ms-retry-after-ms: 1\r\n"
+        "connection: close\r\n\r\n".encode()
+        + payload
+    )
 
 
 def _read_message(reader: Any, *, is_request: bool) -> tuple[bytes, bytes, bool] | None:
@@ -311,12 +318,16 @@ def _exchange(head: bytes, body: bytes) -> Exchange:
 
 
 @contextmanager
-def in_front_of(cosmos: CosmosEndpoint) -> Iterator[tuple[CosmosEndpoint, Proxy]]:
-    """A fresh container on ``cosmos`` (an http endpoint), reached through a new Proxy:
-    the endpoint to open stores on, and the proxy. The container is deleted after."""
-    fresh = cosmos.fresh()
+def in_front_of(
+    cosmos: CosmosEndpoint, *, fresh: bool = True
+) -> Iterator[tuple[CosmosEndpoint, Proxy]]:
+    """A fresh container on ``cosmos`` (an http endpoint; ``fresh=False``: its own
+    container, left as it is), reached through a new Proxy: the endpoint to open stores
+    on, and the proxy. A fresh container is deleted after."""
+    target = cosmos.fresh() if fresh else cosmos
     try:
-        with Proxy(fresh.endpoint) as proxy:
-            yield replace(fresh, endpoint=proxy.endpoint), proxy
+        with Proxy(target.endpoint) as proxy:
+            yield replace(target, endpoint=proxy.endpoint), proxy
     finally:
-        fresh.drop()
+        if fresh:
+            target.drop()

@@ -524,22 +524,24 @@ def test_a_state_over_the_limit_is_refused_and_the_previous_one_stays(
     assert again is not None and (again.state, again.etag) == ({"ok": 2}, v2.etag)
 
 
-@pytest.mark.parametrize("kind", ["file", "memory", "cosmos-local"])
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    "case",
+    [(kind, is_async) for is_async in (False, True) for kind in ("file", "memory", "cosmos-local")],
+    ids=lambda case: f"{case[0]}{'-async' if case[1] else ''}",
+)
 def test_the_state_limit_is_configured_by_durable_max_state_bytes(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     loop: asyncio.AbstractEventLoop,
-    kind: str,
-    is_async: bool,
+    case: tuple[str, bool],
     run_id: str,
 ) -> None:
-    """DURABLE_MAX_STATE_BYTES sets every store's limit (max_state_bytes=): 4 KiB here,
-    so a 5 KB state is refused and a 3 KB one is not."""
+    """DURABLE_MAX_STATE_BYTES sets every store's limit (max_state_bytes=), sync and
+    async: 4 KiB here, so a 5 KB state is refused and a 3 KB one is not."""
+    kind, is_async = case
     env = {**store_env(request, tmp_path, kind), "DURABLE_MAX_STATE_BYTES": "4096"}
-    store: Any = ds.store_from_env(env)
-    if is_async:
-        store = SyncFacade(ds.async_store_from_env(env), loop)
+    make = ds.async_store_from_env if is_async else ds.store_from_env
+    store: Any = SyncFacade(make(env), loop) if is_async else make(env)
     try:
         saved = store.save(first(run_id, {"text": "s" * 3000}))
         with pytest.raises(ds.StateTooLargeError) as err:

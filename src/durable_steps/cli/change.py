@@ -143,7 +143,9 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
 
     The store lists only those runs, and each is deleted only if it is unchanged
     since it was listed: a run resumed meanwhile is kept and reported. Without
-    --yes the runs are listed first and you are asked. Examples:
+    --yes the runs are listed first and you are asked. On Cosmos DB it also removes
+    the data (segments) of runs whose head is gone, an hour after it was written: a
+    delete that crashed half-way, a run expired by finished_ttl. Examples:
 
     \b
       durable-steps runs prune --older-than 30d --dry-run
@@ -170,13 +172,21 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
                 if info.error is None:  # (an unreadable run never matches these filters)
                     _prune_one(store, info, dry_run, as_json, done)
                     progress.advance()
+        # Cosmos DB: the data of runs whose head is gone (a crashed delete, an expired run).
+        sweep = None if dry_run else getattr(store, "prune_segments", None)
+        segments = sweep() if sweep is not None else None
     if as_json:
-        click.echo(json.dumps({"dry_run": dry_run, **done}, indent=2))
+        extra = {} if segments is None else {"orphaned_segments": segments}
+        click.echo(json.dumps({"dry_run": dry_run, **done, **extra}, indent=2))
         return
     verb = "would delete" if dry_run else "deleted"
     count = len(done["matched" if dry_run else "deleted"])
     kept = f"; kept {len(done['kept'])} that changed since listed" if done["kept"] else ""
-    note(f"{verb} {count:,} {which} last updated before {when(cutoff)} (older than {older}){kept}")
+    swept = "" if not segments else f"; removed {segments:,} orphaned segment(s)"
+    note(
+        f"{verb} {count:,} {which} last updated before {when(cutoff)} (older than {older})"
+        f"{kept}{swept}"
+    )
 
 
 def _prune_one(

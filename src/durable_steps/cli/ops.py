@@ -62,6 +62,7 @@ def doctor() -> None:
     store = check("open the store", lambda: store_for("env")) if config else None
     if store is not None:
         with store:
+            _layout(store)
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
                 "write a probe checkpoint",
@@ -75,6 +76,16 @@ def doctor() -> None:
     if not ok:
         raise SystemExit(1)
     say(("the store is ready", "bold green"))
+
+
+def _layout(store: Any) -> None:
+    """A Cosmos DB container's layout: the one it should have, or the earlier one (which
+    works, with its limits) and how to move."""
+    key = getattr(store, "partition_key", None)
+    if key == "/run":
+        say(("✓ ", "green"), "container layout: partition key /run (a head and segments per run)")
+    elif key is not None:
+        say(("! ", "yellow"), f"container layout: {store.legacy_advice()}")
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:
@@ -96,7 +107,8 @@ def _probe_deleted(deleted: bool) -> None:
     "target",
     required=True,
     metavar="STORE",
-    help="Where to copy: file:PATH, cosmos (COSMOS_* variables) or env.",
+    help="Where to copy: file:PATH, cosmos (COSMOS_* variables), cosmos:CONTAINER (another "
+    "container of that database) or env.",
 )
 @click.option(
     "--from",
@@ -104,20 +116,22 @@ def _probe_deleted(deleted: bool) -> None:
     default="env",
     show_default=True,
     metavar="STORE",
-    help="Where to copy from: env (the configured store), file:PATH or cosmos.",
+    help="Where to copy from: env (the configured store), file:PATH, cosmos or cosmos:CONTAINER.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def migrate(target: str, source: str, as_json: bool) -> None:
     """Copy every run to another store, checkpoints intact (steps, state, attempt, age).
 
     A run that already exists in the target is left alone and reported; nothing
-    is overwritten. A run that cannot be copied (unreadable, too large for Cosmos
-    DB) is reported and skipped; the exit status is then 1. Example, laptop files
-    to Cosmos DB:
+    is overwritten. A run that cannot be copied (unreadable, over the state limit)
+    is reported and skipped; the exit status is then 1. Examples, laptop files to
+    Cosmos DB, and a container of the earlier layout (partition key /id) to a new one
+    (partition key /run, from infra/):
 
     \b
       COSMOS_ENDPOINT=https://ACCOUNT.documents.azure.com:443/ \\
         durable-steps migrate --from file:.durable --to cosmos
+      durable-steps migrate --from cosmos --to cosmos:checkpoints2
     """
     result: dict[str, Any] = {
         "copied": [],

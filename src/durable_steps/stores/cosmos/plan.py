@@ -148,7 +148,7 @@ class _Planner:
         if self.ttl is not None:
             body["ttl"] = self.ttl
             if self.until is not None:  # the head expires before the segments it needs
-                left = int(self.until - time.time()) - sg.TTL_MARGIN
+                left = round(self.until - time.time()) - sg.TTL_MARGIN
                 body["ttl"] = max(1, min(self.ttl, left))
                 body["until"] = self.until
         return self.items.write(self.cp, body, partial=partial, too_large=_HEAD_TOO_LARGE)

@@ -1,0 +1,87 @@
+"""A save of the /run layout against real process death: a child process saves through
+the test proxy, the proxy holds the k-th request of the save -- before it reaches the
+server, or once the server has it -- and the test SIGKILLs the child meanwhile, for
+every k of a delta save (segment, head) and of a fold (snapshot, head, the query of
+superseded segments, their deletes). The run then loads at the save before, or the
+one that was killed, exactly as the head says, and saving on from it works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ...conftest import Cosmos
+from ...helpers.clitools import CLEAN
+from ...helpers.proxy import Proxy
+from .test_cosmos_layout import segmented
+
+CHILD = str(Path(__file__).parents[2] / "helpers" / "cosmos_child.py")
+REQUESTS = {"delta": 2, "fold": 6}
+HEAD = 1
+"""The head is the second request of both saves (after one segment: the snapshot of a
+15 KB state is one item)."""
+
+
+def killed_at(proxied: tuple[Cosmos, Proxy], kind: str, run_id: str, k: int, when: str) -> None:
+    """Start the child's save, hold its k-th request (``hold``: before the server has it;
+    ``hold-after``: once it has it), and SIGKILL the child while it waits."""
+    endpoint, proxy = proxied
+    child = subprocess.Popen(
+        [sys.executable, CHILD, kind, run_id],
+        env={**CLEAN, **endpoint.env()},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        line = child.stdout.readline()
+        assert line == "ready\n", (line, child.stderr.read() if child.stderr else "")
+        held = proxy.arm(k, when)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert held.wait(30), f"request {k} never came"
+    finally:
+        child.kill()
+        child.wait(30)
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+        proxy.heal()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL: POSIX only")
+@pytest.mark.parametrize("kind", REQUESTS)
+def test_a_save_killed_at_any_request_loads_whole(
+    proxied: tuple[Cosmos, Proxy], run_id: str, kind: str
+) -> None:
+    """Killed before the head reached the server: the save before, exactly. Once the
+    head is there: the killed save, exactly. Never a mix; saving on works."""
+    endpoint, proxy = proxied
+    direct = replace(endpoint, endpoint=proxy.upstream_url)
+    with direct.store() as store:
+        for k in range(REQUESTS[kind]):
+            for when in ("hold", "hold-after"):
+                rid = f"{run_id}-{k}-{when}"
+                base = segmented(store, rid, saves=3)
+                killed_at(proxied, kind, rid, k, when)
+                with direct.store() as reader:
+                    loaded = reader.load(rid)
+                    assert loaded is not None
+                    landed = k > HEAD or (k == HEAD and when == "hold-after")
+                    expected = {**base.state, "new": "n" * 5000} if landed else dict(base.state)
+                    assert loaded.state == expected, (k, when)
+                    assert loaded.steps[-1] == ("new" if landed else base.steps[-1])
+                    assert (loaded.etag == base.etag) != landed
+                    after = reader.save(
+                        replace(loaded, state={**expected, "on": 1}, updated_at=None)
+                    )
+                    again = reader.load(rid)
+                    assert again is not None and again.etag == after.etag
+                    assert again.state == {**expected, "on": 1}
