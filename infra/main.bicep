@@ -1,6 +1,7 @@
 // What CosmosStore needs in Azure, and nothing more: a Cosmos DB for NoSQL account
 // that accepts Entra ID only, the database and container the store expects
-// (partition key /id, TTL on), and a data-plane role for the application.
+// (partition key /run: a run's head and its segments, TTL on), and a data-plane role
+// for the application.
 // Deploy: scripts/deploy-azure RESOURCE_GROUP [LOCATION]   (see README, "Deploying to Azure")
 
 targetScope = 'resourceGroup'
@@ -116,16 +117,19 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
   properties: {
     resource: {
       id: containerName
-      // One item per run, id = run id: every load and save is a single-partition point operation.
+      // Every item of a run (its head, id = run id, and its segments) has run = the run id:
+      // a run is one logical partition, and every request about it is single-partition.
+      // Containers of the earlier layout (/id) keep working; see README, "Cosmos DB".
       partitionKey: {
         paths: [
-          '/id'
+          '/run'
         ]
         kind: 'Hash'
         version: 2
       }
       defaultTtl: defaultTtlSeconds
-      // The state is read by id, never queried: not indexing it makes large saves cheaper.
+      // The data (a head's inline state and journal, a segment's change or text) is read
+      // by id and by generation, never queried: not indexing it makes saves cheaper.
       indexingPolicy: {
         indexingMode: 'consistent'
         includedPaths: [
@@ -136,6 +140,15 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
         excludedPaths: [
           {
             path: '/state/*'
+          }
+          {
+            path: '/calls/*'
+          }
+          {
+            path: '/change/*'
+          }
+          {
+            path: '/text/?'
           }
           {
             path: '/"_etag"/?'

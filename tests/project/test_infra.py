@@ -58,14 +58,17 @@ def _param_default(name: str) -> str:
 
 
 def test_infra_and_code_agree_on_names_and_partition_key() -> None:
-    """Database, container and partition key in the Bicep are the code's defaults."""
+    """Database, container and partition key in the Bicep are the code's defaults; the
+    data the store never queries is not indexed, as in the containers it creates."""
     env = config.describe({"DURABLE_STORE": "cosmos", "COSMOS_ENDPOINT": "https://a/"})
     params = inspect.signature(ds.CosmosStore.__init__).parameters
     assert _param_default("databaseName") == env["database"] == params["database"].default
     assert _param_default("containerName") == env["container"] == params["container"].default
     pk = re.search(r"partitionKey: \{\s*paths: \[\s*'([^']+)'", BICEP)
     assert pk is not None
-    assert pk[1] == cosmos_store.PARTITION_KEY == "/id"
+    assert pk[1] == cosmos_store.PARTITION_KEY == "/run"
+    excluded = set(re.findall(r"path: '([^']+)'", BICEP.split("excludedPaths", 1)[1]))
+    assert excluded == {p["path"] for p in cosmos_store.INDEXING["excludedPaths"]}
 
 
 def test_outputs_are_the_apps_environment_variables() -> None:
