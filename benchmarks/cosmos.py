@@ -11,7 +11,8 @@ Two meters, neither of which looks inside the store:
   the transport's: request bodies plus their headers, no TLS.)
 - ``CountingTransport``: the SDK's own HTTP transport, recording each request: method,
   path, ``Prefer`` header (``return=minimal`` asks the service not to echo a written
-  item), the size of the item it writes, and the answer's ``x-ms-request-charge``.
+  item; a query, a POST, is logged as ``QUERY``), the size of the item it writes, and
+  the answer's ``x-ms-request-charge``.
   ``GET /`` is the SDK's account refresh, a background request no save makes; it is
   counted apart.
 
@@ -139,8 +140,10 @@ def counting_transport() -> Any:
             body = body.encode() if isinstance(body, str) else bytes(body)
             response = super().send(request, **kwargs)
             charge = float(response.headers.get("x-ms-request-charge") or 0)
+            query = bool(request.headers.get("x-ms-documentdb-isquery"))
             with self._lock:
-                self.log.append((request.method, path, request.headers.get("Prefer", "")))
+                method = "QUERY" if query else request.method
+                self.log.append((method, path, request.headers.get("Prefer", "")))
                 self._count(request, path, body, charge)
             return response
 
@@ -287,6 +290,15 @@ def growing(table: Table, wire: Wire, variant: str, layout: str) -> None:
         sent[-1] / sent[0],
         2,
         note="ratio: step 200 : step 1",
+    )
+    answers = [steps[n - 1].delta["received"] for n in SHOWN]
+    table.judge(
+        "4",
+        f"{name}: bytes received by those saves",
+        " / ".join(map(size, answers)),
+        answers[-1] / answers[0],
+        1.5,
+        note="ratio: step 200 : step 1 (the answers carry no state: no echo)",
     )
     received = sum(c.delta["received"] for c in saves)
     table.judge(
