@@ -7,12 +7,15 @@ one that was killed, exactly as the head says, and saving on from it works."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+import durable_steps as ds
 
 from ...conftest import Cosmos
 from ...helpers.clitools import CLEAN
@@ -85,3 +88,50 @@ def test_a_save_killed_at_any_request_loads_whole(
                     again = reader.load(rid)
                     assert again is not None and again.etag == after.etag
                     assert again.state == {**expected, "on": 1}
+
+
+@pytest.mark.slow
+def test_processes_racing_saves_and_folds_on_one_run_never_mix_or_lose_a_save(
+    cosmos_local: Cosmos, run_id: str, tmp_path: Path
+) -> None:
+    """Four processes load and save the same run (segmented: its state is past 4 KiB),
+    a quarter of their saves folding it, for 25 rounds each: every step is won by
+    exactly one process, every load on the way reads a whole checkpoint (a fold never
+    deletes the generation a later save made), and the final state holds each step's
+    value from its winner."""
+    fresh = cosmos_local.fresh()
+    go = tmp_path / "go"
+    try:
+        with fresh.store() as store:
+            store.save(ds.Checkpoint(run_id, -1, {"base": "b" * 6000}))
+        env = {**CLEAN, **fresh.env(), "GO": str(go)}
+        procs = [
+            subprocess.Popen(
+                [sys.executable, CHILD, "race", run_id, "25"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        go.touch()
+        outcomes = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-2000:]
+            outcomes.append(json.loads(out.strip().splitlines()[-1]))
+        winners = {step: o["pid"] for o in outcomes for step in o["wins"]}
+        assert sum(len(o["wins"]) for o in outcomes) == len(winners)  # no step won twice
+        assert sum(o["conflicts"] for o in outcomes) > 0  # they did race
+        assert sum(o["folds"] for o in outcomes) > 0  # and folded while racing
+        with fresh.store() as store:
+            final = store.load(run_id)
+        assert final is not None and sorted(winners) == list(range(len(winners)))
+        assert final.step == len(winners) - 1
+        assert final.state == {
+            "base": "b" * 6000,
+            **{f"s{n}": {"pid": pid, "pad": "p" * 3000} for n, pid in winners.items()},
+        }
+    finally:
+        fresh.drop()
