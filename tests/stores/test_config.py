@@ -275,3 +275,39 @@ def test_package_metadata_tells_the_truth() -> None:
     assert claimed == tested
     assert project["requires-python"] == f">={claimed[0]}"
     assert project["authors"] and project["keywords"]
+
+
+@pytest.mark.parametrize("value", ["lots", "-5", "0", "1.5", "64MiB"])
+def test_a_bad_state_limit_is_a_configuration_error(value: str) -> None:
+    """DURABLE_MAX_STATE_BYTES must be a positive whole number of bytes, for every
+    backend: anything else names the variable and the default."""
+    for backend in ("file", "memory", "cosmos"):
+        env = {"DURABLE_STORE": backend, "COSMOS_ENDPOINT": "https://a/"}
+        with pytest.raises(ds.ConfigurationError, match="67108864, 64 MiB") as err:
+            ds.store_from_env({**env, "DURABLE_MAX_STATE_BYTES": value})
+        assert err.value.variable == "DURABLE_MAX_STATE_BYTES"
+
+
+def test_the_state_limit_reaches_every_store_and_doctor_shows_it(tmp_path: Path) -> None:
+    """DURABLE_MAX_STATE_BYTES becomes the store's max_state_bytes (file, memory; the
+    Cosmos DB stores take it the same way: the contract suite shows it); describe()
+    gives the limit in force, the default when unset."""
+    env = {"DURABLE_FILE_PATH": str(tmp_path), "DURABLE_MAX_STATE_BYTES": "1_000_000"}
+    for backend in ("file", "memory"):
+        store = ds.store_from_env({**env, "DURABLE_STORE": backend})
+        assert store.max_state_bytes == 1_000_000
+        assert describe({**env, "DURABLE_STORE": backend})["max_state_bytes"] == 1_000_000
+    assert describe({})["max_state_bytes"] == 64 * 1024 * 1024
+
+
+def test_a_cosmos_container_is_named_on_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """store_for("cosmos:NAME") is the configured Cosmos DB account and database with
+    another container (what migrate --to cosmos:NEW uses)."""
+    from durable_steps.stores import config
+
+    seen: list[dict[str, str]] = []
+    monkeypatch.setattr(config, "store_from_env", lambda env: seen.append(dict(env)))
+    config.store_for("cosmos:checkpoints2", {"DURABLE_STORE": "file", "COSMOS_ENDPOINT": "x"})
+    assert seen[0]["DURABLE_STORE"] == "cosmos" and seen[0]["COSMOS_CONTAINER"] == "checkpoints2"
+    with pytest.raises(ds.ConfigurationError, match="cosmos:CONTAINER"):
+        config.store_for("cosmos:")

@@ -17,6 +17,7 @@ from durable_steps.seam.state import frozen_state, mark_stored
 from durable_steps.stores.cosmos import segments as sg
 
 from ...conftest import Cosmos, SyncFacade
+from ...helpers.clitools import Cli
 from ...helpers.proxy import Proxy
 
 KB5 = "v" * 5000
@@ -243,6 +244,8 @@ def test_prune_sweeps_segments_whose_head_is_gone(cosmos: Cosmos, run_id: str) -
         live = segmented(store, f"{run_id}-live")
         cosmos.raw_container().delete_item(f"{run_id}-gone", partition_key=f"{run_id}-gone")
         assert store.prune_segments(older_than=3600) == 0  # recent: may be a save under way
+        pruned = Cli(cosmos.env()).json("runs", "prune", "--older-than", "1d", "--yes")
+        assert pruned["orphaned_segments"] == 0 and len(items_of(cosmos, f"{run_id}-gone")) == 4
         assert store.prune_segments(older_than=-60) == 4
         assert items_of(cosmos, f"{run_id}-gone") == []
         assert len(items_of(cosmos, f"{run_id}-live")) == 5

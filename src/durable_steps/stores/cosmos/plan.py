@@ -102,14 +102,12 @@ def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> Save
 
 
 class _Planner:
+    """The /run layout's decisions for one save (see ``segments``): the head alone, the
+    data inline, a delta segment, or a fold."""
+
     def __init__(self, items: Items, p: Prepared, head: dict[str, Any], *, patch: bool) -> None:
-        self.items, self.cp, self.known, self.sizes, self.patch = (
-            items,
-            p.cp,
-            p.known,
-            p.sizes,
-            patch,
-        )
+        self.items, self.cp, self.known, self.sizes = items, p.cp, p.known, p.sizes
+        self.patch = patch
         self.head = head | {"run": p.cp.run_id, "sizes": list(p.sizes)}
         self.data = p.sizes.state + p.sizes.calls
         self.chain = None if self.known is None else self.known.chain
