@@ -234,7 +234,7 @@ def test_prune_deletes_only_old_completed_runs(cli: Cli, run_id: str) -> None:
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith(f"{run_id}-old  completed  updated ")
     assert len(dry.stdout.splitlines()) == 1
-    assert "would delete 1 completed run(s) last updated before" in dry.stderr
+    assert "would delete 1 completed or cancelled run(s) last updated before" in dry.stderr
     dry_json = cli.json("runs", "prune", "--older-than", "2d", "--dry-run", "--all")
     assert set(dry_json["matched"]) == {f"{run_id}-old", f"{run_id}-old-open"}
     assert dry_json["deleted"] == []

@@ -29,6 +29,7 @@ from ..seam.errors import DurableError
 from .change import runs_delete, runs_prune, runs_signal
 from .common import err, first_line, options, say
 from .demo import demo, demo_worker
+from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
 
@@ -64,7 +65,7 @@ def cli(verbose: int, debug: bool) -> None:
 
 for command in (demo, demo_worker, runs, doctor, migrate, worker):
     cli.add_command(command)
-for command in (runs_signal, runs_delete, runs_prune):
+for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune):
     runs.add_command(command)
 
 
