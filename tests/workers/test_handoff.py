@@ -72,9 +72,7 @@ def test_start_creates_the_run_for_the_workers_once(api: Api, run_id: str) -> No
         api.create(SUM, f"{run_id}-plain")
 
 
-def test_recover_runs_a_started_run_and_wait_for_result_returns_it(
-    api: Api, run_id: str
-) -> None:
+def test_recover_runs_a_started_run_and_wait_for_result_returns_it(api: Api, run_id: str) -> None:
     """A started run is recovered like an orphaned one (its first attempt is 1); then
     wait_for_result gives its final state."""
     api.create(SUM, run_id, input={"items": [4, 5]})

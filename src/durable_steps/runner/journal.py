@@ -194,7 +194,7 @@ def _call(
     ctx = current_step()
     obs = journal.run.obs
     if record is not None and "result" in record:
-        obs.call_replayed(ctx.index, i, name)
+        obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return thaw(record["result"])
     policy = retry or ONCE
     attempt, first = 1, 1
