@@ -236,14 +236,17 @@ def _report(result: dict[str, Any], where: str) -> None:
 def worker(
     target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
 ) -> None:
-    """Resume the unfinished runs of MODULE:ATTR (a Workflow or a list of them) whose
-    worker died, in a loop, until SIGTERM or SIGINT.
+    """Run the runs of MODULE:ATTR (a Workflow or a list of them) that are waiting for
+    a worker, in a loop, until SIGTERM or SIGINT: runs started for the workers
+    (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
+    timer or signal deadline has come.
 
-    Each pass lists the running runs of those workflows whose lease is free, resumes
-    them (at most --concurrency at a time) and prints a line per run. On SIGTERM or
-    SIGINT no new run starts; running runs stop at their next step boundary and
-    release their leases; then it exits 0. Runs waiting for a signal or failed are
-    left alone. Example:
+    Each pass (every --interval seconds) lists the running runs of those workflows
+    whose lease is free and their due waiting runs, runs them (at most --concurrency
+    at a time) and prints a line per run. On SIGTERM or SIGINT no new run starts;
+    running runs stop at their next step boundary and release their leases; then it
+    exits 0. Runs waiting for a signal that has not come, failed and cancelled runs
+    are left alone. Example:
 
     \b
       durable-steps worker myapp.flows:WORKFLOWS --concurrency 8

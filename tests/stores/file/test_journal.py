@@ -4,6 +4,7 @@ a save reads of the file: test_journal_tails.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import replace
@@ -271,6 +272,6 @@ def test_a_recorded_call_writes_its_result_not_the_state_or_earlier_calls(
         return {"n": len([ds.call("tool", result, n) for n in range(60)])}
 
     ds.run("r", [ds.Step("agent", agent)], store, input={"blob": "b" * 500_000})
-    grown = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
+    grown = [b - a for a, b in itertools.pairwise(sizes)]
     assert all(1024 < g < 1024 + 600 for g in grown), grown
     assert store.load("r").calls == ()  # the step completed: records dropped
