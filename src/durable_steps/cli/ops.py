@@ -28,7 +28,8 @@ from ..seam.errors import (
     StoreError,
 )
 from ..seam.store import Checkpoint, RunInfo
-from ..stores.config import describe, store_for
+from ..stores.config import check_spec, describe, store_for
+from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
 
 # -- doctor -----------------------------------------------------------------------------
@@ -38,8 +39,10 @@ from .common import Progress, first_line, note, say
 def doctor() -> None:
     """Check the configured store: configuration, reachability, write, read back, delete.
 
-    Each failure says what to fix. For an emulator, COSMOS_CREATE_IF_MISSING=true
-    creates the database and container first. Example:
+    Each failure says what to fix. A store that is not there yet is created (and
+    said so, with where: a run started elsewhere would not be found here). For an
+    emulator, COSMOS_CREATE_IF_MISSING=true creates the database and container
+    first. Example:
 
     \b
       DURABLE_STORE=cosmos COSMOS_ENDPOINT=http://localhost:8081/ \\
@@ -58,10 +61,16 @@ def doctor() -> None:
         say(("✓ ", "green"), label + (f": {value}" if isinstance(value, str) else ""))
         return value if value is not None else True
 
+    opened: list[Any] = []
+
+    def open_store() -> str | None:
+        store, created = open_or_create()
+        opened.append(store)
+        return created
+
     config = check("configuration", lambda: ", ".join(f"{k}={v}" for k, v in describe().items()))
-    store = check("open the store", lambda: store_for("env")) if config else None
-    if store is not None:
-        with store:
+    if config and check("open the store", open_store):
+        with opened[0] as store:
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
                 "write a probe checkpoint",
@@ -75,6 +84,20 @@ def doctor() -> None:
     if not ok:
         raise SystemExit(1)
     say(("the store is ready", "bold green"))
+
+
+def open_or_create() -> tuple[Any, str | None]:
+    """The configured store for a command that may start it (doctor, worker): the one
+    that is there, else a new one, with a line that says it was created and where
+    (so that a wrong directory or DURABLE_FILE_PATH shows); None when it was there."""
+    try:
+        return store_for("env", create=False), None
+    except StoreError as missing:
+        if missing.status_code != 404:
+            raise
+    store = store_for("env")
+    where = store.path.absolute() if isinstance(store, FileStore) else repr(store)
+    return store, f"created it: there was no store at {where} (runs started elsewhere are not here)"
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:
@@ -126,7 +149,13 @@ def migrate(target: str, source: str, as_json: bool) -> None:
         "failed": [],
         "stopped": None,
     }
-    with store_for(source) as src, store_for(target) as dst, Progress("copying") as progress:
+    check_spec(source)
+    check_spec(target)  # before the source is opened: a typo is the first thing said
+    with (
+        store_for(source, create=False) as src,
+        store_for(target) as dst,
+        Progress("copying") as progress,
+    ):
         where = f"from {src!r} to {dst!r}"
         current = None  # the run being copied, if a store fails during its copy
         try:
@@ -253,7 +282,10 @@ def worker(
     workflows = load_workflows(target)
     stop = threading.Event()
     on_signals(stop, note)
-    with store_for("env") as store:
+    store, created = open_or_create()  # runs may not have started yet: it waits for them
+    if created:
+        note(f"worker: {created}")
+    with store:
         names = ", ".join(w.name for w in workflows)
         note(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
         serve(
