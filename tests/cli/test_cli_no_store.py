@@ -18,6 +18,8 @@ READERS = [
     ["runs", "list"],
     ["runs", "list", "--json"],
     ["runs", "show", "order-7"],
+    ["runs", "verify"],
+    ["runs", "verify", "--json"],
     ["runs", "signal", "order-7", "approval", "--data", "true"],
     ["runs", "delete", "order-7", "--yes"],
     ["runs", "prune", "--older-than", "7d", "--yes"],
@@ -71,6 +73,7 @@ def test_the_same_commands_work_once_a_run_made_the_store(tmp_path: Path) -> Non
     ds.run("order-7", [ds.Step("a", lambda s: {"a": 1})], ds.FileStore(tmp_path / ".durable"))
     cli = Cli({}, cwd=tmp_path)
     assert [r["run_id"] for r in cli.json("runs", "list")] == ["order-7"]
+    assert cli("runs", "verify").returncode == 0
 
 
 def test_doctor_and_worker_create_the_store_and_say_where(tmp_path: Path) -> None:
@@ -101,7 +104,7 @@ def test_a_missing_cosmos_container_is_not_created_by_reading(
     database = unique("absent-db")
     missing = CosmosEndpoint(cosmos_local.endpoint, cosmos_local.key, database=database)
     cli = Cli({**missing.env(), "COSMOS_CREATE_IF_MISSING": "true"})
-    for args in (["runs", "list"], ["runs", "delete", "x", "--yes"]):
+    for args in (["runs", "list"], ["runs", "verify"], ["runs", "delete", "x", "--yes"]):
         done = cli(*args)
         assert done.returncode == 1, done.stdout
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

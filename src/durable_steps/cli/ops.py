@@ -31,18 +31,27 @@ from ..seam.store import Checkpoint, RunInfo
 from ..stores.config import check_spec, describe, store_for
 from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
+from .verify import Verified, print_damaged, summary, verify
 
 # -- doctor -----------------------------------------------------------------------------
 
 
 @click.command()
-def doctor() -> None:
-    """Check the configured store: configuration, reachability, write, read back, delete.
+@click.option(
+    "--verify",
+    "read_all",
+    is_flag=True,
+    help="Also read every run whole, as 'runs verify' does, and list the damaged ones.",
+)
+def doctor(read_all: bool) -> None:
+    """Check the configured store: configuration, reachability, write, read back, delete;
+    with --verify, also that every run in it can be read whole.
 
     Each failure says what to fix. A store that is not there yet is created (and
     said so, with where: a run started elsewhere would not be found here). For an
     emulator, COSMOS_CREATE_IF_MISSING=true creates the database and container
-    first. Example:
+    first. Without --verify the runs are not read: a run damaged before its last
+    record is found by --verify (or 'runs verify'). Example:
 
     \b
       DURABLE_STORE=cosmos COSMOS_ENDPOINT=http://localhost:8081/ \\
@@ -81,9 +90,33 @@ def doctor() -> None:
             if saved:
                 check("read it back", lambda: _probe_matches(store.load(probe)))
                 check("delete it", lambda: _probe_deleted(store.delete(probe)))
+            if read_all:
+                try:
+                    report = _verify(store)
+                except Exception as exc:
+                    ok = False
+                    say(("✗ ", "red"), f"read every run whole: {first_line(exc)}")
+                else:
+                    ok = _verified(report) and ok
     if not ok:
         raise SystemExit(1)
-    say(("the store is ready", "bold green"))
+    if read_all:
+        say(("the store is ready", "bold green"))
+    else:
+        say(("the store is ready", "bold green"), " (its runs were not read: --verify reads them)")
+
+
+def _verify(store: Any) -> Verified:
+    with Progress("verifying runs") as progress:
+        return verify(store, progress)
+
+
+def _verified(report: Verified) -> bool:
+    """``doctor --verify``'s line for what ``verify`` found, and the damaged runs."""
+    mark = ("✓ ", "green") if report.ok else ("✗ ", "red")
+    say(mark, f"read every run whole: {summary(report)}")
+    print_damaged(report)
+    return report.ok
 
 
 def open_or_create() -> tuple[Any, str | None]:
