@@ -30,6 +30,7 @@ from ..seam.errors import DurableError
 from .change import runs_delete, runs_prune, runs_signal
 from .common import err, first_line, options, say
 from .demo import demo, demo_worker
+from .dev import dev
 from .ops import doctor, migrate, worker
 from .runs import runs
 from .verify import runs_verify
@@ -64,7 +65,7 @@ def cli(verbose: int, debug: bool) -> None:
     configure_logging(verbose)
 
 
-for command in (demo, demo_worker, runs, doctor, migrate, worker):
+for command in (demo, demo_worker, runs, doctor, migrate, worker, dev):
     cli.add_command(command)
 for command in (runs_signal, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
