@@ -42,7 +42,7 @@ def _owner(
     ]
 
     async def run_async() -> None:
-        async with ds.async_store_from_env(env) as store:  # type: ignore[attr-defined]
+        async with ds.async_store_from_env(env) as store:
             await ds.run_async(run_id, steps, store, lease=lease)
 
     def main() -> None:

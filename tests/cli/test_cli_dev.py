@@ -8,6 +8,7 @@ as every cosmos-local test does."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -30,6 +31,7 @@ NO_PYTEST = (
 )
 """The command line with pytest made unimportable (as where the [testing] extra is not)."""
 ENV = {k: v for k, v in CLEAN.items() if k != "NODE_PATH"}
+"""The environment without NODE_PATH: the package is found from the directory only."""
 
 
 def _free_port() -> int:
@@ -44,8 +46,15 @@ def _answers(port: int) -> bool:
 
 
 def _start(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """The command in a process group of its own (as a terminal's job), and its exports."""
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -57,6 +66,7 @@ def _start(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[str], dict[str,
 @pytest.mark.parametrize(
     ("how", "stop_with"),
     [("script", signal.SIGTERM), ("without-pytest", signal.SIGTERM), ("script", signal.SIGINT)],
+    ids=["SIGTERM", "SIGTERM-without-pytest", "Ctrl-C"],
 )
 def test_the_server_serves_an_application_and_stops_on_a_signal(
     cosmos_local: CosmosEndpoint, how: str, stop_with: signal.Signals
@@ -64,7 +74,8 @@ def test_the_server_serves_an_application_and_stops_on_a_signal(
     """Started from a directory that has the npm package, it prints one export line (the
     emulator's key, the endpoint on the port asked for, create-if-missing); a workflow
     runs on it through store_from_env, the command line lists the run; SIGTERM (or
-    Ctrl-C) stops it and the server: exit 0, the port closed."""
+    Ctrl-C, which reaches the server too) stops it and the server: exit 0, the port
+    closed."""
     port = _free_port()
     command = ["dev", "cosmos-server", "--port", str(port)]
     argv = [SCRIPT, *command] if how == "script" else [sys.executable, "-c", NO_PYTEST, *command]
@@ -83,7 +94,10 @@ def test_the_server_serves_an_application_and_stops_on_a_signal(
         assert [(r["run_id"], r["status"]) for r in listed] == [("order-7", "completed")]
         assert _answers(port)
     finally:
-        proc.send_signal(stop_with)
+        if stop_with == signal.SIGINT:
+            os.killpg(proc.pid, stop_with)  # Ctrl-C: the terminal signals the whole job
+        else:
+            proc.send_signal(stop_with)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == ""  # (the export line was read above)
@@ -107,7 +121,7 @@ def test_a_free_port_by_default(cosmos_local: CosmosEndpoint) -> None:
 def test_without_the_npm_package_it_says_what_to_install(tmp_path: Path) -> None:
     """Where Node.js cannot find the package (no node_modules here or above, no
     NODE_PATH): exit 1, one line with the npm command."""
-    done = Cli(ENV, cwd=tmp_path)("dev", "cosmos-server")
+    done = Cli({"NODE_PATH": ""}, cwd=tmp_path)("dev", "cosmos-server")  # (CLEAN may set it)
     assert (done.returncode, done.stdout) == (1, "")
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1, line

@@ -77,7 +77,8 @@ def cosmos_server(port: int) -> None:
                 "the shell of your application; Ctrl-C stops the server."
             )
             while not stopping.wait(0.2):
-                if proc.poll() is not None:
+                # (Ctrl-C in a terminal signals the server too: it may end first)
+                if proc.poll() is not None and not stopping.wait(1):
                     said = last_output(proc)
                     raise click.ClickException(
                         f"the server ended by itself (exit status {proc.returncode})"
