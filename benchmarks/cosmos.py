@@ -16,7 +16,7 @@ Measured: requests and bytes per save on the growing workload (``keys`` variant;
 Cosmos DB stores the whole item per save, so the ``list`` variant sends the same),
 requests and bytes per load of the finished 1 MB run, and a heartbeat's bytes at
 1 KB and 1 MB of state. The npm server itself ignores ``Prefer: return=minimal``
-(FACTS); the plugin's wrapper around it (``durable_steps.testing._local``) honours it
+(FACTS); the wrapper around it (``durable_steps.devtools.cosmos_server``) honours it
 as the service does, so the bytes received show what the store asks for.
 """
 
@@ -41,9 +41,9 @@ from .runner_parts import BEAT_SIZES, beats, judge_beats, mean
 def server() -> Iterator[str]:
     """cosmos-local on a free loopback port, resolved from this repository's
     node_modules; yields its endpoint."""
-    # Private on purpose: the plugin's own starter (the 404 fix for missing items,
-    # exit when stdin closes), so the benchmark runs the server exactly as the tests do.
-    from durable_steps.testing._local import start_cosmosdb_server, stop
+    # The starter the tests and `durable-steps dev cosmos-server` use (the 404 fix for
+    # missing items, exit when stdin closes), so the benchmark runs the same server.
+    from durable_steps.devtools.cosmos_server import start_cosmosdb_server, stop
 
     proc, endpoint = start_cosmosdb_server(ROOT)
     try:

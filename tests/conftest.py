@@ -364,6 +364,7 @@ def cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
     """The console script on a store of the test's own: a file store in the test's
     directory, or a fresh container on the local Cosmos DB server."""
     if request.param == "file":
+        ds.FileStore(tmp_path / "store").close()  # there, as after a run (the CLI makes none)
         yield Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")})
         return
     cosmos = request.getfixturevalue("cosmos_local").fresh()

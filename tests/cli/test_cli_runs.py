@@ -324,7 +324,7 @@ def test_list_prints_rows_as_the_store_yields_them(
     with ds.FileStore(tmp_path) as store:
         for n in range(cli_runs.PAGE + 50):
             store.save(ds.Checkpoint(f"run-{n:04}", -1, {}))
-    monkeypatch.setattr(cli_runs, "store_for", lambda spec: Unreachable(tmp_path, listed=120))
+    monkeypatch.setattr(cli_runs, "store_for", lambda spec, **_: Unreachable(tmp_path, listed=120))
     with pytest.raises(ds.StoreError):
         cli_runs.runs_list.callback(status=None, workflow=None, limit=None, as_json=False)  # type: ignore[misc]
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]

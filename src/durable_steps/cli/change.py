@@ -38,7 +38,7 @@ def runs_delete(run_id: str, yes: bool) -> None:
 
     Example: durable-steps runs delete ticket-4711 --yes
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         etag: str | None = None
         try:
             cp = load(store, run_id)
@@ -73,7 +73,7 @@ def runs_signal(
       durable-steps runs signal refund-A-7 approval --data '{"ok": true, "by": "ann"}'
     """
     payload = json_value(data, data_file, "--data", "payload")
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         cp = send_signal(store, run_id, name, payload)
     if as_json:
         keys = ("run_id", "status", "waiting_for", "owner", "lease_expires", "etag")
@@ -127,7 +127,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
     cutoff = time.time() - age(older)
     which = "run(s)" if any_status else "completed or cancelled run(s)"
     done: dict[str, list[str]] = {"matched": [], "deleted": [], "kept": [], "gone": []}
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         listed: Iterable[RunInfo] = itertools.chain.from_iterable(
             store.list_runs(status=status, updated_before=cutoff)
             for status in ((None,) if any_status else ENDED)

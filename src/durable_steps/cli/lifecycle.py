@@ -65,7 +65,7 @@ def runs_cancel(run_id: str, reason: str | None, as_json: bool) -> None:
     \b
       durable-steps runs cancel order-1042 --reason "customer withdrew"
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         cancelled = cancel_run(store, run_id, reason=reason)
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "cancelled": cancelled}))

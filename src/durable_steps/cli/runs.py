@@ -170,7 +170,7 @@ def runs_list(status: str | None, workflow: str | None, limit: int | None, as_js
       durable-steps runs list --status waiting
       durable-steps runs list --workflow refund --limit 20 --json
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         infos = store.list_runs(status=status, workflow=workflow, limit=limit)
         if as_json:
             _json_array({**asdict(i), "status": status_of(i)} for i in infos)
@@ -237,7 +237,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
 
     Example: durable-steps runs show ticket-4711
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         cp = load(store, run_id)
     if as_json:
         click.echo(json.dumps(checkpoint_json(cp), indent=2))
