@@ -322,3 +322,34 @@ def test_the_sync_call_is_refused_under_run_async(run_id: str) -> None:
         asyncio.run(ds.run_async(run_id, [ds.Step("agent", agent)], store))
     cp = store.sync.load(run_id)
     assert cp is not None and json.loads(json.dumps(cp.error))["type"] == "TypeError"
+
+
+def test_a_call_that_outlives_its_step_is_not_recorded(run_id: str) -> None:
+    """A call the step did not wait for (a task left running) returns after the step's
+    result was saved: it records nothing -- it fails with RuntimeError saying why -- and
+    the completed checkpoint stays as it was saved."""
+
+    async def scenario() -> tuple[ds.Checkpoint, BaseException | None]:
+        release = asyncio.Event()
+        strays: list[asyncio.Task[Any]] = []
+
+        async def late() -> str:
+            await release.wait()
+            return "too late"
+
+        async def step(state: Any) -> dict[str, Any]:
+            strays.append(asyncio.ensure_future(ds.call_async("late", late)))
+            await asyncio.sleep(0)
+            return {"done": True}
+
+        store = ds.AsyncMemoryStore()
+        await ds.run_async(run_id, [ds.Step("step", step)], store)
+        release.set()
+        (outcome,) = await asyncio.gather(*strays, return_exceptions=True)
+        cp = await store.load(run_id)
+        assert cp is not None
+        return cp, outcome if isinstance(outcome, BaseException) else None
+
+    cp, error = asyncio.run(scenario())
+    assert (cp.status, cp.step, cp.calls, dict(cp.state)) == ("completed", 0, (), {"done": True})
+    assert isinstance(error, RuntimeError) and "after its step had ended" in str(error)
