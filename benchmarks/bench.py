@@ -6,7 +6,8 @@ targets (DESIGN.md, "Performance"), in one table from one run.
 Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``growing`` and ``peers`` (the growing workload; LangGraph and DBOS on it), 4
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
-(heartbeat, tracing). This module owns the table and the command line.
+(heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
+of started runs and due timers). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -34,7 +35,17 @@ import durable_steps as ds
 
 from .common import Table
 
-PARTS = ("floors", "trivial", "growing", "cosmos", "listing", "heartbeat", "tracing")
+PARTS = (
+    "floors",
+    "trivial",
+    "growing",
+    "cosmos",
+    "listing",
+    "heartbeat",
+    "tracing",
+    "agent",
+    "pickup",
+)
 
 
 def main() -> None:
@@ -60,7 +71,7 @@ def main() -> None:
 
 
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> None:
-    from . import floors, growing, listing, runner_parts
+    from . import agent, floors, growing, listing, runner_parts
 
     def part(name: str, title: str, fn: Callable[[], object]) -> None:
         if name in skip:
@@ -82,6 +93,8 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("listing", "5. listing FileStore", lambda: listing.file_listing(table, base, quick))
     part("heartbeat", "6. heartbeat on FileStore", lambda: runner_parts.heartbeat(table, base))
     part("tracing", "7. tracing overhead", lambda: runner_parts.tracing(table, quick))
+    part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
+    part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
 
 
 def cosmos_parts(

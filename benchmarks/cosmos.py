@@ -30,6 +30,9 @@ whole state per save): requests, bytes and estimated RU per save (ordinary saves
 folds apart with their deletes) and per run; requests per load of the finished 1 MB
 run; the agent loop (one step, 500 ``call``s each returning 2 KB): requests and bytes
 per call; and a heartbeat's bytes at 1 KB and 1 MB of state.
+The npm server itself ignores ``Prefer: return=minimal`` (FACTS); the wrapper around it
+(``durable_steps.devtools.cosmos_server``) honours it as the service does, so the bytes
+received show what the store asks for.
 """
 
 from __future__ import annotations
@@ -74,9 +77,9 @@ def estimated_ru(item_bytes: float) -> float:
 def server() -> Iterator[str]:
     """cosmos-local on a free loopback port, resolved from this repository's
     node_modules; yields its endpoint."""
-    # Private on purpose: the plugin's own starter (the 404 fix for missing items,
-    # exit when stdin closes), so the benchmark runs the server exactly as the tests do.
-    from durable_steps.testing._local import start_cosmosdb_server, stop
+    # The starter the tests and `durable-steps dev cosmos-server` use (the 404 fix for
+    # missing items, exit when stdin closes), so the benchmark runs the same server.
+    from durable_steps.devtools.cosmos_server import start_cosmosdb_server, stop
 
     proc, endpoint = start_cosmosdb_server(ROOT)
     try:

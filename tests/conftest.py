@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
@@ -278,6 +279,19 @@ class Api:
     def recover(self, workflows: list[ds.Workflow], **kw: Any) -> list[ds.Recovered]:
         return self._call(ds.recover, ds.recover_async, workflows, **kw)  # type: ignore[no-any-return]
 
+    def cancel(self, run_id: str, **kw: Any) -> bool:
+        return self._call(ds.cancel_run, ds.cancel_run_async, run_id, **kw)  # type: ignore[no-any-return]
+
+    def result(self, run_id: str, **kw: Any) -> dict[str, Any]:
+        return self._call(ds.wait_for_result, ds.wait_for_result_async, run_id, **kw)  # type: ignore[no-any-return]
+
+    def step(self, name: str, body: Callable[[Any], Any], **kw: Any) -> ds.Step:
+        """A step from an ``async def`` body: awaited under run_async, and under run run
+        with ``asyncio.run`` in the step (where ``call_async`` saves with blocking I/O)."""
+        if self.is_async:
+            return ds.Step(name, body, **kw)
+        return ds.Step(name, lambda state: asyncio.run(body(state)), **kw)
+
 
 @pytest.fixture
 def api(backend: Backend, loop: asyncio.AbstractEventLoop) -> Api:
@@ -301,6 +315,25 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     seen: list[float] = []
     pause_with(monkeypatch, seen.append)
     return seen
+
+
+class Clock:
+    """A fake wall clock for timers, deadlines and result polling: ``now`` stands still
+    until a test moves it (``advance``), and a poll's pause moves it by its length."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(store_io, "_now", lambda: fake.now)
+    pause_with(monkeypatch, fake.advance)
+    return fake
 
 
 # -- one store of the test's own ------------------------------------------------------------
@@ -333,6 +366,7 @@ def cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
     """The console script on a store of the test's own: a file store in the test's
     directory, or a fresh container on the local Cosmos DB server."""
     if request.param == "file":
+        ds.FileStore(tmp_path / "store").close()  # there, as after a run (the CLI makes none)
         yield Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "store")})
         return
     cosmos = request.getfixturevalue("cosmos_local").fresh()

@@ -54,6 +54,7 @@ def test_errors_are_one_clear_line_and_nonzero(
 ) -> None:
     """Errors exit 1 with one line on stderr, values printed as they are (never read as
     markup), and no traceback (unless --debug)."""
+    ds.FileStore(tmp_path).close()  # a store that exists: these errors are about other things
     cli = Cli({"DURABLE_FILE_PATH": str(tmp_path), **extra})
     done = cli(*args)
     assert done.returncode == 1

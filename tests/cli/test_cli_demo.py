@@ -13,35 +13,55 @@ from ..helpers.clitools import CLEAN, Cli
 
 
 def test_demo_crashes_then_resumes_only_the_rest(cli: Cli, tmp_path: Path) -> None:
-    """The demo's first attempt is killed in summarise; the second skips the two
-    checkpointed steps and runs only summarise (attempt 2) and write."""
+    """The demo's first attempt is killed in the agent step while its fourth call runs;
+    the second skips retrieve, replays the agent's three recorded calls without making
+    them, makes only the fourth and fifth, and runs write."""
     extra = ["--dir", str(tmp_path / "demo")] if cli.env["DURABLE_STORE"] == "file" else []
     done = cli("demo", "--step-seconds", "0.2", "--json", *extra)
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    kinds = [(e["event"], e.get("step")) for e in events]
-    killed = kinds.index(("killed", "summarise"))
+    kinds = [(e["event"], e.get("step"), e.get("index")) for e in events]
+    killed = kinds.index(("killed", "agent", None))
     first, second = kinds[:killed], kinds[killed + 1 :]
     assert first == [
-        ("start", "retrieve"),
-        ("done", "retrieve"),
-        ("start", "call_tool"),
-        ("done", "call_tool"),
-        ("start", "summarise"),
+        ("start", "retrieve", None),
+        ("done", "retrieve", None),
+        ("start", "agent", None),
+        *(("call", "agent", i) for i in range(4)),
     ]
-    assert events[killed]["checkpointed"] == ["retrieve", "call_tool"]
+    assert events[killed]["checkpointed"] == ["retrieve"]
+    assert events[killed]["calls"] == ["0 llm", "1 crm", "2 llm"]
     assert second == [
+        ("skip", "retrieve", None),
+        *(("replay", "agent", i) for i in range(3)),
+        ("start", "agent", None),
+        ("call", "agent", 3),
+        ("call", "agent", 4),
+        ("done", "agent", None),
+        ("start", "write", None),
+        ("done", "write", None),
+        ("finished", None, None),
+    ]
+    retry = [e for e in events if e["event"] == "start" and e["step"] == "agent"]
+    assert [e["attempt"] for e in retry] == [1, 2]
+    assert retry[0]["key"] == retry[1]["key"]
+
+
+def test_demo_can_kill_a_plain_step_too(cli: Cli, tmp_path: Path) -> None:
+    """--crash-at write: the agent's calls were dropped with its completion; the resumed
+    attempt skips retrieve and agent and runs write again."""
+    extra = ["--dir", str(tmp_path / "demo")] if cli.env["DURABLE_STORE"] == "file" else []
+    done = cli("demo", "--step-seconds", "0.1", "--crash-at", "write", "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    after = events[[e["event"] for e in events].index("killed") + 1 :]
+    assert [(e["event"], e.get("step")) for e in after] == [
         ("skip", "retrieve"),
-        ("skip", "call_tool"),
-        ("start", "summarise"),
-        ("done", "summarise"),
+        ("skip", "agent"),
         ("start", "write"),
         ("done", "write"),
         ("finished", None),
     ]
-    retry = [e for e in events if e["event"] == "start" and e["step"] == "summarise"]
-    assert [e["attempt"] for e in retry] == [1, 2]
-    assert retry[0]["key"] == retry[1]["key"]
 
 
 def test_demo_reads_well_and_its_last_line_works_from_a_clone(tmp_path: Path) -> None:
@@ -58,7 +78,12 @@ def test_demo_reads_well_and_its_last_line_works_from_a_clone(tmp_path: Path) ->
     demo = Cli({"PATH": path}, cwd=clone, argv=[str(python), "-m", "durable_steps"])
     done = demo("demo", "--step-seconds", "0.1", "--crash-at", "write", "--dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    for text in ("killed (SIGKILL)", "skipped: checkpointed", "finished work", "idempotency_key"):
+    for text in (
+        "killed (SIGKILL)",
+        "skipped: checkpointed",
+        "finished work",
+        "idempotency_key",
+    ):
         assert text in done.stdout, text
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("Inspect the checkpoint: DURABLE_FILE_PATH=")

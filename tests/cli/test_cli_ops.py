@@ -149,7 +149,7 @@ def test_migrate_stops_when_the_target_store_fails(
             ds.run(run_id, [ds.Step("s", lambda s: {"x": 1})], src)
     target = Unreachable(tmp_path / "dst", saves=1)
     stores = {"env": ds.FileStore(tmp_path / "src"), "file:dst": target}
-    monkeypatch.setattr(cli_ops, "store_for", stores.__getitem__)
+    monkeypatch.setattr(cli_ops, "store_for", lambda spec, **_: stores[spec])
     with pytest.raises(SystemExit) as exit_:
         cli_ops.migrate.callback(target="file:dst", source="env", as_json=True)  # type: ignore[misc]
     assert exit_.value.code == 1

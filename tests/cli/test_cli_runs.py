@@ -234,7 +234,7 @@ def test_prune_deletes_only_old_completed_runs(cli: Cli, run_id: str) -> None:
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith(f"{run_id}-old  completed  updated ")
     assert len(dry.stdout.splitlines()) == 1
-    assert "would delete 1 completed run(s) last updated before" in dry.stderr
+    assert "would delete 1 completed or cancelled run(s) last updated before" in dry.stderr
     dry_json = cli.json("runs", "prune", "--older-than", "2d", "--dry-run", "--all")
     assert set(dry_json["matched"]) == {f"{run_id}-old", f"{run_id}-old-open"}
     assert dry_json["deleted"] == []
@@ -324,7 +324,7 @@ def test_list_prints_rows_as_the_store_yields_them(
     with ds.FileStore(tmp_path) as store:
         for n in range(cli_runs.PAGE + 50):
             store.save(ds.Checkpoint(f"run-{n:04}", -1, {}))
-    monkeypatch.setattr(cli_runs, "store_for", lambda spec: Unreachable(tmp_path, listed=120))
+    monkeypatch.setattr(cli_runs, "store_for", lambda spec, **_: Unreachable(tmp_path, listed=120))
     with pytest.raises(ds.StoreError):
         cli_runs.runs_list.callback(status=None, workflow=None, limit=None, as_json=False)  # type: ignore[misc]
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]

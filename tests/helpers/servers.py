@@ -1,8 +1,9 @@
 """Test servers started as real processes on loopback (shared by tests and benchmarks).
 
-The implementation is the plugin's (durable_steps.testing), so users, the suite and
-the benchmarks start the server the same way; this module gives the tests a short
-import and resolves the npm package from this repository's node_modules.
+The implementation is durable_steps.devtools.cosmos_server (the plugin's and the
+command line's), so users, the suite and the benchmarks start the server the same
+way; this module gives the tests a short import and resolves the npm package from
+this repository's node_modules.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from durable_steps.testing import EMULATOR_KEY
-from durable_steps.testing._local import ServerError, ServerMissing, stop
-from durable_steps.testing._local import start_cosmosdb_server as _start
+from durable_steps.devtools.cosmos_server import EMULATOR_KEY, ServerError, ServerMissing, stop
+from durable_steps.devtools.cosmos_server import start_cosmosdb_server as _start
 
 __all__ = ["EMULATOR_KEY", "ROOT", "ServerError", "ServerMissing", "start_cosmosdb_server", "stop"]
 

@@ -72,9 +72,11 @@ def test_spans_carry_exactly_the_attributes_the_readme_lists(
     """Every span of a workflow run has the attribute names of the README's table, no
     more and no fewer; and no span is ended twice (the SDK would warn)."""
     caplog.set_level(logging.WARNING, logger="opentelemetry")
-    w = ds.Workflow("wf", [Step("a", lambda s: {"a": 1}), Step("b", lambda s: {"b": 2})])
+    w = ds.Workflow(
+        "wf", [Step("a", lambda s: {"a": ds.call("c", lambda: 1)}), Step("b", lambda s: {"b": 2})]
+    )
     w.run(run_id, ds.MemoryStore())
-    assert set(README_ATTRIBUTES) == {"run", "step", "save"}  # the table was found
+    assert set(README_ATTRIBUTES) == {"run", "step", "save", "call"}  # the table was found
     finished = spans.get_finished_spans()
     assert {s.name for s in finished} == {P + kind for kind in README_ATTRIBUTES}
     for span in finished:
@@ -107,6 +109,45 @@ def test_a_fresh_run_has_a_run_span_with_step_and_save_spans(
     assert under_a[0].attributes[P + "bytes_written"] > 0  # type: ignore[index,operator]
     assert a.attributes[P + "bytes_written"] == under_a[0].attributes[P + "bytes_written"]  # type: ignore[index]
     assert all(s.status.status_code != StatusCode.ERROR for s in spans.get_finished_spans())
+
+
+def test_each_call_has_a_span_under_its_step_replayed_or_not(
+    spans: InMemorySpanExporter, run_id: str
+) -> None:
+    """A durable_steps.call span per call attempt, a child of the step span and current
+    while the call's function runs (its own spans nest under it), with the call's index,
+    name and bytes; on the step's next attempt a recorded call's span says replayed."""
+    tracer = trace.get_tracer("test")
+    crash = [True]
+
+    def tool() -> str:
+        with tracer.start_as_current_span("http.request"):
+            return "x" * 100
+
+    def agent(state: Any) -> dict[str, Any]:
+        got = ds.call("tool", tool)
+        if crash[0]:
+            raise RuntimeError("die")
+        return {"got": len(got)}
+
+    store = ds.MemoryStore()
+    with pytest.raises(RuntimeError):
+        ds.run(run_id, [Step("agent", agent)], store)
+    crash[0] = False
+    ds.run(run_id, [Step("agent", agent)], store)
+    first, replayed = named(spans, "call")
+    steps = {s.context.span_id: s for s in named(spans, "step")}
+    assert first.attributes is not None and replayed.attributes is not None
+    assert first.parent is not None and first.parent.span_id in steps
+    assert (first.attributes[P + "call.name"], first.attributes[P + "call.index"]) == ("tool", 0)
+    assert (first.attributes[P + "call.replayed"], replayed.attributes[P + "call.replayed"]) == (
+        False,
+        True,
+    )
+    assert first.attributes[P + "bytes_written"] > 100  # type: ignore[operator]
+    assert replayed.attributes[P + "bytes_written"] == 0
+    (http,) = [s for s in spans.get_finished_spans() if s.name == "http.request"]
+    assert http.parent is not None and http.parent.span_id == first.context.span_id
 
 
 def test_a_failed_step_records_the_exception_on_its_span(

@@ -28,6 +28,35 @@ def test_default_is_a_file_store_in_dot_durable(
     assert store.path == Path(".durable")
 
 
+def test_create_false_opens_only_a_store_that_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """create=False (the CLI's reading commands): no store there is a StoreError with
+    status 404 that names the absolute path and what named it, and nothing is created;
+    a store that exists opens as usual, sync or async, and through store_for."""
+    from durable_steps.stores.config import store_for
+
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        (lambda: ds.store_from_env({}, create=False), "DURABLE_FILE_PATH is not set"),
+        (lambda: ds.async_store_from_env({}, create=False), "DURABLE_FILE_PATH is not set"),
+        (
+            lambda: ds.store_from_env({"DURABLE_FILE_PATH": "x"}, create=False),
+            "DURABLE_FILE_PATH=x names no store",
+        ),
+        (lambda: store_for("file:x", {}, create=False), "file:x names no store"),
+    ]
+    for open_, says in cases:
+        with pytest.raises(ds.StoreError, match="there is no store at ") as missing:
+            open_()
+        assert missing.value.status_code == 404
+        assert str(tmp_path) in str(missing.value) and says in str(missing.value)
+    assert list(tmp_path.iterdir()) == []
+    ds.FileStore(".durable").close()
+    assert isinstance(ds.store_from_env({}, create=False), ds.FileStore)
+    assert isinstance(ds.async_store_from_env({}, create=False), ds.AsyncFileStore)
+
+
 def test_file_path_and_memory(tmp_path: Path) -> None:
     """DURABLE_FILE_PATH moves the file store; DURABLE_STORE=memory gives a MemoryStore."""
     store = ds.store_from_env({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path)})
@@ -306,7 +335,7 @@ def test_a_cosmos_container_is_named_on_the_command_line(monkeypatch: pytest.Mon
     from durable_steps.stores import config
 
     seen: list[dict[str, str]] = []
-    monkeypatch.setattr(config, "store_from_env", lambda env: seen.append(dict(env)))
+    monkeypatch.setattr(config, "store_from_env", lambda env, **_: seen.append(dict(env)))
     config.store_for("cosmos:checkpoints2", {"DURABLE_STORE": "file", "COSMOS_ENDPOINT": "x"})
     assert seen[0]["DURABLE_STORE"] == "cosmos" and seen[0]["COSMOS_CONTAINER"] == "checkpoints2"
     with pytest.raises(ds.ConfigurationError, match="cosmos:CONTAINER"):

@@ -17,7 +17,7 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 import durable_steps.testing as plugin
-from durable_steps.testing import _local
+from durable_steps.devtools import cosmos_server as _local
 
 from ..helpers.servers import ROOT, start_cosmosdb_server, stop
 
@@ -159,7 +159,7 @@ def test_missing_npm_server_skips_with_how_to_install(
     result = user.runpytest_subprocess("test_direct.py", "-rs", "--durable-backends=cosmos-local")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(
-        ["*cosmos-local: @vercel/cosmosdb-server cannot be found*npm install --save-dev*"]
+        ["*cosmos-local: @vercel/cosmosdb-server cannot be found*npm install @vercel/*@1.0.1*"]
     )
 
 

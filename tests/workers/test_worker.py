@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +12,8 @@ import pytest
 
 import durable_steps as ds
 
-from ..helpers.clitools import CLEAN, SCRIPT
 from ..helpers.waiting import wait_until
+from ..helpers.worker_process import stderr_of, worker, workers_die_with_their_test  # noqa: F401
 
 FLOWS = textwrap.dedent(
     """
@@ -46,42 +44,6 @@ def env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     importable in the test's directory and their side effects in a file there."""
     (tmp_path / "flows.py").write_text(FLOWS)
     return {"EFFECTS": str(tmp_path / "effects"), **env}
-
-
-_started: list[subprocess.Popen[str]] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_worker_outlives_its_test() -> Iterator[None]:
-    """A test that fails before its worker exits must not leave it running (a worker
-    waits for its release file forever)."""
-    yield
-    while _started:
-        proc = _started.pop()
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
-
-
-def worker(env: dict[str, str], cwd: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
-    """The worker in a process of its own; its stderr also goes to cwd/worker.err. It runs
-    in ``cwd`` and imports the durable_steps under test (not whatever a relative
-    PYTHONPATH or the shared editable install would give there: ``CLEAN``'s is absolute)."""
-    with (cwd / "worker.err").open("w") as errors:
-        proc = subprocess.Popen(
-            [SCRIPT, "worker", *args],
-            env={**CLEAN, **env, **extra},
-            cwd=cwd,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-        )
-    _started.append(proc)
-    return proc
-
-
-def stderr_of(cwd: Path) -> str:
-    return (cwd / "worker.err").read_text()
 
 
 def seed(store: Any, run_id: str, workflow: str | None, **kw: Any) -> None:

@@ -3,7 +3,7 @@ change the runs of the configured store.
 
 A deletion never removes more than the operator saw. ``runs delete`` deletes the
 run with the etag it showed in its question, and ``runs prune`` asks the store
-only for what it may delete (completed runs unless ``--all``, last updated before
+only for what it may delete (completed and cancelled runs unless ``--all``, last updated before
 the cutoff) and deletes each run with the etag it was listed with: a run resumed
 or saved meanwhile is kept and reported, never deleted. With ``--yes`` (or
 ``--dry-run``) prune streams; without, it lists first, asks, then deletes exactly
@@ -12,8 +12,8 @@ what it listed.
 
 from __future__ import annotations
 
+import itertools
 import json
-import sys
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -22,9 +22,9 @@ import click
 
 from ..runner.signals import send_signal
 from ..seam.errors import ConflictError, CorruptCheckpointError
-from ..seam.store import Checkpoint, RunInfo
+from ..seam.store import ENDED, Checkpoint, RunInfo
 from ..stores.config import store_for
-from .common import Progress, age, note, say, when
+from .common import Progress, age, json_value, note, say, when
 from .runs import STYLE, load, status_of
 
 
@@ -38,7 +38,7 @@ def runs_delete(run_id: str, yes: bool) -> None:
 
     Example: durable-steps runs delete ticket-4711 --yes
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         etag: str | None = None
         try:
             cp = load(store, run_id)
@@ -49,32 +49,6 @@ def runs_delete(run_id: str, yes: bool) -> None:
             click.confirm(f"delete run {run_id!r} ({what}) from {store!r}?", abort=True, err=True)
         deleted = _delete(store, run_id, etag)
     note(f"deleted run {run_id!r}" if deleted else f"run {run_id!r} was already gone")
-
-
-def _payload(data: str | None, data_file: str | None) -> Any:
-    if data is not None and data_file is not None:
-        raise click.UsageError("give the payload once: --data JSON or --data-file PATH")
-    if data_file is not None:
-        hint = "'--data-file'"
-        try:
-            if data_file == "-":
-                text = sys.stdin.read()
-            else:
-                with open(data_file, encoding="utf-8") as f:
-                    text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {data_file!r}: {exc}", param_hint=hint) from None
-    elif data is not None:
-        text, hint = data, "'--data'"
-    else:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise click.BadParameter(
-            f"not JSON ({exc}); give a JSON value, e.g. '{{\"ok\": true}}' (quoted for the shell)",
-            param_hint=hint,
-        ) from None
 
 
 @click.command("signal")
@@ -98,8 +72,8 @@ def runs_signal(
     \b
       durable-steps runs signal refund-A-7 approval --data '{"ok": true, "by": "ann"}'
     """
-    payload = _payload(data, data_file)
-    with store_for("env") as store:
+    payload = json_value(data, data_file, "--data", "payload")
+    with store_for("env", create=False) as store:
         cp = send_signal(store, run_id, name, payload)
     if as_json:
         keys = ("run_id", "status", "waiting_for", "owner", "lease_expires", "etag")
@@ -132,14 +106,15 @@ def _after_signal(cp: Checkpoint) -> str:
     "--all",
     "any_status",
     is_flag=True,
-    help="Runs of any status (running, waiting, failed too); default: completed runs only.",
+    help="Runs of any status (running, waiting, failed too); default: completed and "
+    "cancelled runs only.",
 )
 @click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask; delete as the runs are listed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run ids as JSON.")
 def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
-    """Retention: delete the runs last updated more than AGE ago (completed runs only,
-    unless --all).
+    """Retention: delete the runs last updated more than AGE ago (completed and cancelled
+    runs only, unless --all).
 
     The store lists only those runs, and each is deleted only if it is unchanged
     since it was listed: a run resumed meanwhile is kept and reported. Without
@@ -152,11 +127,12 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
       durable-steps runs prune --older-than 7d --yes     # nightly, e.g. from cron
     """
     cutoff = time.time() - age(older)
-    which = "run(s)" if any_status else "completed run(s)"
+    which = "run(s)" if any_status else "completed or cancelled run(s)"
     done: dict[str, list[str]] = {"matched": [], "deleted": [], "kept": [], "gone": []}
-    with store_for("env") as store:
-        listed: Iterable[RunInfo] = store.list_runs(
-            status=None if any_status else "completed", updated_before=cutoff
+    with store_for("env", create=False) as store:
+        listed: Iterable[RunInfo] = itertools.chain.from_iterable(
+            store.list_runs(status=status, updated_before=cutoff)
+            for status in ((None,) if any_status else ENDED)
         )
         if not (yes or dry_run):
             listed = [i for i in listed if i.error is None]  # the operator confirms these

@@ -11,6 +11,7 @@ to ``grep`` keeps one run per line.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -123,3 +124,31 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.stop()
+
+
+def json_value(data: str | None, data_file: str | None, option: str, what: str) -> Any:
+    """The JSON value (the ``what``) given as ``--OPTION JSON`` or ``--OPTION-file PATH``
+    ('-': standard input); None when neither was given."""
+    if data is not None and data_file is not None:
+        raise click.UsageError(f"give the {what} once: {option} JSON or {option}-file PATH")
+    if data_file is not None:
+        hint = f"'{option}-file'"
+        try:
+            if data_file == "-":
+                text = sys.stdin.read()
+            else:
+                with open(data_file, encoding="utf-8") as f:
+                    text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {data_file!r}: {exc}", param_hint=hint) from None
+    elif data is not None:
+        text, hint = data, f"'{option}'"
+    else:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"not JSON ({exc}); give a JSON value, e.g. '{{\"ok\": true}}' (quoted for the shell)",
+            param_hint=hint,
+        ) from None

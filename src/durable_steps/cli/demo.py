@@ -35,9 +35,10 @@ from .common import Part, out, say
 @click.option(
     "--crash-at",
     type=click.Choice(demo_run.STEPS),
-    default="summarise",
+    default="agent",
     show_default=True,
-    help="The step during which the first attempt is killed (SIGKILL).",
+    help="The step during which the first attempt is killed (SIGKILL); in agent, while "
+    "its fourth model or tool call runs.",
 )
 @click.option("--no-crash", is_flag=True, help="Run straight through, no kill.")
 @click.option(
@@ -45,7 +46,7 @@ from .common import Part, out, say
     type=click.FloatRange(0, 10),
     default=0.8,
     show_default=True,
-    help="How long each step works (summarise takes 1.5x).",
+    help="How long each step works (each of the agent's calls takes 0.6x).",
 )
 @click.option(
     "--dir",
@@ -59,11 +60,14 @@ def demo(
 ) -> None:
     """Run an agent-style workflow, kill it mid-step, and resume it.
 
-    Attempt 1 runs retrieve -> call_tool -> summarise -> write in a child process
-    and kills that process (SIGKILL) partway through --crash-at, as an OOM kill or
-    a redeploy would. Attempt 2 starts a fresh process on the same store:
-    checkpointed steps are skipped, the rest run. With DURABLE_STORE=cosmos it runs
-    against Cosmos DB (an emulator: add COSMOS_CREATE_IF_MISSING=true).
+    Attempt 1 runs retrieve -> agent -> write in a child process; agent is a loop in
+    which a model asks for tools until it answers, each model request and tool call
+    a durable call. The process is killed (SIGKILL) partway through --crash-at, as
+    an OOM kill or a redeploy would: by default in the agent's fourth call. Attempt 2
+    starts a fresh process on the same store: checkpointed steps are skipped, the
+    agent's recorded calls return their results without being made again, the rest
+    runs. With DURABLE_STORE=cosmos it runs against Cosmos DB (an emulator: add
+    COSMOS_CREATE_IF_MISSING=true).
     """
     env: dict[str, str] = {}
     config = describe()
@@ -88,7 +92,11 @@ def demo(
         if not no_crash:
             story = ["The worker process will be ", ("killed (SIGKILL)", "bold red")]
             story += [" during ", (crash_at, "bold"), ", then a new process resumes the run.\n"]
-        say("Four steps; after each one a checkpoint is saved. ", *story)
+        say(
+            "Three steps; after each one a checkpoint is saved, and in the agent step after "
+            "each model or tool call. ",
+            *story,
+        )
     attempts = []
     for n, kill_in in enumerate([None] if no_crash else [crash_at, None], start=1):
         if not as_json:
@@ -143,11 +151,16 @@ def _quote(path: str) -> str:
 
 
 def _printer(as_json: bool) -> Any:
+    replays: list[dict[str, Any]] = []  # shown under the agent's start line, when it comes
+
     def show(event: dict[str, Any]) -> None:
         if as_json:
             click.echo(json.dumps(event))
             return
         step = event.get("step", "")
+        if event["event"] == "replay":
+            replays.append(event)
+            return
         if event["event"] == "skip":
             say(
                 (
@@ -159,8 +172,19 @@ def _printer(as_json: bool) -> Any:
         elif event["event"] == "start":
             again = f", attempt {event['attempt']}" if event["attempt"] > 1 else ""
             say(f"  ▶ {step:<10} {demo_run.WHAT[step]}{again} ...")
+            for r in replays:
+                say(
+                    (
+                        f"      ↷ call {r['index']} {r['name']:<7} replayed: recorded by an "
+                        "earlier attempt, not made again",
+                        "dim",
+                    )
+                )
+            replays.clear()
         elif event["event"] == "done":
             say((f"  ✓ {step:<10} done in {event['seconds']:.1f}s, checkpoint saved", "green"))
+        elif event["event"] == "call":
+            say(f"      · call {event['index']} {event['name']:<7} {event['what']} ...")
         elif event["event"] == "finished":
             say(("  run complete", "bold green"), f": {event['answer']}")
 
@@ -171,15 +195,19 @@ def _after_kill(a: demo_run.Attempt, run_id: str, env: dict[str, str], emit: Any
     with store_from_env(env) if env else store_from_env() as store:
         cp = store.load(run_id)
     saved = list(cp.steps) if cp else []
+    calls = [f"{r['i']} {r['name']}" for r in cp.calls if "result" in r] if cp else []
     if emit:
-        emit({"event": "killed", "step": a.killed, "checkpointed": saved})
+        emit({"event": "killed", "step": a.killed, "checkpointed": saved, "calls": calls})
         return
+    lost = "the call in flight was not recorded" if calls else "nothing of this step was saved"
     say(
         (f"  ✗ {a.killed:<10} worker killed with SIGKILL mid-step (exit {a.returncode})", "red"),
-        ": nothing of this step was saved",
+        f": {lost}",
     )
+    recorded = f" and {len(calls)} recorded call(s) of it ({', '.join(calls)})" if calls else ""
     say(
-        f"  on the store now: {len(saved)} completed step(s) {saved}, the next attempt starts at ",
+        f"  on the store now: {len(saved)} completed step(s) {saved}{recorded}; the next "
+        "attempt starts at ",
         (str(a.killed), "bold"),
     )
 
@@ -205,10 +233,17 @@ def _summary(attempts: list[demo_run.Attempt]) -> None:
     out.print()
     out.print(table)
     if len(attempts) > 1:
+        replayed = attempts[-1].calls_replayed
+        calls = (
+            f" and replayed {replayed} recorded model and tool call(s) instead of making them again"
+            if replayed
+            else ""
+        )
         say(
-            f"The resumed attempt skipped {saved:.1f}s of finished work (and its API/LLM "
-            "cost). Only the killed step ran again: execution is at-least-once, so give "
-            "steps idempotent side effects (current_step().idempotency_key helps)."
+            f"The resumed attempt skipped {saved:.1f}s of finished work{calls} (and their "
+            "API/LLM cost). Only what was in flight ran again: execution is at-least-once, so "
+            "give steps and calls idempotent side effects (current_step().idempotency_key "
+            "helps)."
         )
 
 

@@ -1,8 +1,9 @@
 """The durable-steps command line: the group, its global options and the entry point.
 
 The commands live in their own modules: ``demo`` (demo), ``runs`` (runs
-list/show), ``change`` (runs signal/delete/prune), ``ops`` (doctor,
-migrate, worker); ``common`` holds what they share.
+list/show), ``change`` (runs signal/delete/prune), ``verify`` (runs verify),
+``ops`` (doctor, migrate, worker), ``dev`` (dev cosmos-server); ``common`` holds
+what they share.
 
 Errors are one line. ``main`` prints an error of ours (or of the operating system)
 as ``error: <its first line>`` on stderr and exits 1; a usage error (a bad
@@ -29,8 +30,11 @@ from ..seam.errors import DurableError
 from .change import runs_delete, runs_prune, runs_signal
 from .common import err, first_line, options, say
 from .demo import demo, demo_worker
+from .dev import dev
+from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
+from .verify import runs_verify
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+
 
@@ -62,9 +66,9 @@ def cli(verbose: int, debug: bool) -> None:
     configure_logging(verbose)
 
 
-for command in (demo, demo_worker, runs, doctor, migrate, worker):
+for command in (demo, demo_worker, runs, doctor, migrate, worker, dev):
     cli.add_command(command)
-for command in (runs_signal, runs_delete, runs_prune):
+for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
 
 

@@ -28,18 +28,30 @@ from ..seam.errors import (
     StoreError,
 )
 from ..seam.store import Checkpoint, RunInfo
-from ..stores.config import describe, store_for
+from ..stores.config import check_spec, describe, store_for
+from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
+from .verify import Verified, print_damaged, summary, verify
 
 # -- doctor -----------------------------------------------------------------------------
 
 
 @click.command()
-def doctor() -> None:
-    """Check the configured store: configuration, reachability, write, read back, delete.
+@click.option(
+    "--verify",
+    "read_all",
+    is_flag=True,
+    help="Also read every run whole, as 'runs verify' does, and list the damaged ones.",
+)
+def doctor(read_all: bool) -> None:
+    """Check the configured store: configuration, reachability, write, read back, delete;
+    with --verify, also that every run in it can be read whole.
 
-    Each failure says what to fix. For an emulator, COSMOS_CREATE_IF_MISSING=true
-    creates the database and container first. Example:
+    Each failure says what to fix. A store that is not there yet is created (and
+    said so, with where: a run started elsewhere would not be found here). For an
+    emulator, COSMOS_CREATE_IF_MISSING=true creates the database and container
+    first. Without --verify the runs are not read: a run damaged before its last
+    record is found by --verify (or 'runs verify'). Example:
 
     \b
       DURABLE_STORE=cosmos COSMOS_ENDPOINT=http://localhost:8081/ \\
@@ -58,10 +70,16 @@ def doctor() -> None:
         say(("✓ ", "green"), label + (f": {value}" if isinstance(value, str) else ""))
         return value if value is not None else True
 
+    opened: list[Any] = []
+
+    def open_store() -> str | None:
+        store, created = open_or_create()
+        opened.append(store)
+        return created
+
     config = check("configuration", lambda: ", ".join(f"{k}={v}" for k, v in describe().items()))
-    store = check("open the store", lambda: store_for("env")) if config else None
-    if store is not None:
-        with store:
+    if config and check("open the store", open_store):
+        with opened[0] as store:
             _layout(store)
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
@@ -73,9 +91,47 @@ def doctor() -> None:
             if saved:
                 check("read it back", lambda: _probe_matches(store.load(probe)))
                 check("delete it", lambda: _probe_deleted(store.delete(probe)))
+            if read_all:
+                try:
+                    report = _verify(store)
+                except Exception as exc:
+                    ok = False
+                    say(("✗ ", "red"), f"read every run whole: {first_line(exc)}")
+                else:
+                    ok = _verified(report) and ok
     if not ok:
         raise SystemExit(1)
-    say(("the store is ready", "bold green"))
+    if read_all:
+        say(("the store is ready", "bold green"))
+    else:
+        say(("the store is ready", "bold green"), " (its runs were not read: --verify reads them)")
+
+
+def _verify(store: Any) -> Verified:
+    with Progress("verifying runs") as progress:
+        return verify(store, progress)
+
+
+def _verified(report: Verified) -> bool:
+    """``doctor --verify``'s line for what ``verify`` found, and the damaged runs."""
+    mark = ("✓ ", "green") if report.ok else ("✗ ", "red")
+    say(mark, f"read every run whole: {summary(report)}")
+    print_damaged(report)
+    return report.ok
+
+
+def open_or_create() -> tuple[Any, str | None]:
+    """The configured store for a command that may start it (doctor, worker): the one
+    that is there, else a new one, with a line that says it was created and where
+    (so that a wrong directory or DURABLE_FILE_PATH shows); None when it was there."""
+    try:
+        return store_for("env", create=False), None
+    except StoreError as missing:
+        if missing.status_code != 404:
+            raise
+    store = store_for("env")
+    where = store.path.absolute() if isinstance(store, FileStore) else repr(store)
+    return store, f"created it: there was no store at {where} (runs started elsewhere are not here)"
 
 
 def _layout(store: Any) -> None:
@@ -140,7 +196,13 @@ def migrate(target: str, source: str, as_json: bool) -> None:
         "failed": [],
         "stopped": None,
     }
-    with store_for(source) as src, store_for(target) as dst, Progress("copying") as progress:
+    check_spec(source)
+    check_spec(target)  # before the source is opened: a typo is the first thing said
+    with (
+        store_for(source, create=False) as src,
+        store_for(target) as dst,
+        Progress("copying") as progress,
+    ):
         where = f"from {src!r} to {dst!r}"
         current = None  # the run being copied, if a store fails during its copy
         try:
@@ -250,14 +312,17 @@ def _report(result: dict[str, Any], where: str) -> None:
 def worker(
     target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
 ) -> None:
-    """Resume the unfinished runs of MODULE:ATTR (a Workflow or a list of them) whose
-    worker died, in a loop, until SIGTERM or SIGINT.
+    """Run the runs of MODULE:ATTR (a Workflow or a list of them) that are waiting for
+    a worker, in a loop, until SIGTERM or SIGINT: runs started for the workers
+    (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
+    timer or signal deadline has come.
 
-    Each pass lists the running runs of those workflows whose lease is free, resumes
-    them (at most --concurrency at a time) and prints a line per run. On SIGTERM or
-    SIGINT no new run starts; running runs stop at their next step boundary and
-    release their leases; then it exits 0. Runs waiting for a signal or failed are
-    left alone. Example:
+    Each pass (every --interval seconds) lists the running runs of those workflows
+    whose lease is free and their due waiting runs, runs them (at most --concurrency
+    at a time) and prints a line per run. On SIGTERM or SIGINT no new run starts;
+    running runs stop at their next step boundary and release their leases; then it
+    exits 0. Runs waiting for a signal that has not come, failed and cancelled runs
+    are left alone. Example:
 
     \b
       durable-steps worker myapp.flows:WORKFLOWS --concurrency 8
@@ -267,7 +332,10 @@ def worker(
     workflows = load_workflows(target)
     stop = threading.Event()
     on_signals(stop, note)
-    with store_for("env") as store:
+    store, created = open_or_create()  # runs may not have started yet: it waits for them
+    if created:
+        note(f"worker: {created}")
+    with store:
         names = ", ".join(w.name for w in workflows)
         note(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
         serve(

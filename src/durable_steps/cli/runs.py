@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..seam.errors import RunNotFoundError
-from ..seam.store import STATUSES, Checkpoint, RunInfo, check_run_id
+from ..seam.store import ENDED, STATUSES, Checkpoint, RunInfo, check_run_id
 from ..stores.config import store_for
 from .common import out, owner, say, size, when
 
@@ -38,6 +38,7 @@ STYLE = {
     "waiting": "yellow",
     "failed": "red",
     "completed": "green",
+    "cancelled": "magenta",
     "unreadable": "bold red",
 }
 COLUMNS = (  # header, widest a column gets from the first page (a longer value overflows)
@@ -64,12 +65,15 @@ def status_of(info: RunInfo) -> str:
     return info.status or ("completed" if info.done else "running")
 
 
-def _holding(
-    status: str, waits: str | None, holder: str | None, expires: float | None, now: float
-) -> str:
-    """What holds a run up: the signal it waits for, or the worker that leases it."""
-    if status == "waiting" and waits:
-        return f"signal {waits}"
+def _holding(i: RunInfo, status: str, now: float) -> str:
+    """What holds a run up: the signal it waits for (and its deadline), its timer, or
+    the worker that leases it."""
+    holder, expires = i.owner, i.lease_expires
+    if status == "waiting" and i.waiting_for:
+        deadline = f" (deadline {when(i.wake_at)})" if i.wake_at is not None else ""
+        return f"signal {i.waiting_for}{deadline}"
+    if status == "waiting" and i.wake_at is not None:
+        return f"sleeps until {when(i.wake_at)}"
     if holder is None or expires is None:
         return "-"
     if expires <= now:
@@ -86,7 +90,7 @@ def _cells(i: RunInfo, now: float) -> list[Text]:
             i.workflow or "-",
             f"{i.step} {i.step_name}" if i.step_name else "- (none yet)",
             str(i.attempt),
-            _holding(status, i.waiting_for, i.owner, i.lease_expires, now),
+            _holding(i, status, now),
         ]
     return [
         Text(i.run_id),
@@ -166,7 +170,7 @@ def runs_list(status: str | None, workflow: str | None, limit: int | None, as_js
       durable-steps runs list --status waiting
       durable-steps runs list --workflow refund --limit 20 --json
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         infos = store.list_runs(status=status, workflow=workflow, limit=limit)
         if as_json:
             _json_array({**asdict(i), "status": status_of(i)} for i in infos)
@@ -196,30 +200,50 @@ def load(store: Any, run_id: str) -> Checkpoint:
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
+    """The checkpoint for scripts; its recorded calls listed, never their contents."""
     return {
         **asdict(cp),
         "steps": list(cp.steps),
         "signals": dict(cp.signals),
         "error": None if cp.error is None else dict(cp.error),
+        "calls": calls_of(cp),
     }
+
+
+def calls_of(cp: Checkpoint) -> list[dict[str, Any]]:
+    """The running step's journal as an operator sees it: index, kind, name, size, when
+    -- never a result (it may hold what a model or a tool said)."""
+    listed = []
+    for r in cp.calls:
+        kind = r.get("kind", "call")
+        entry: dict[str, Any] = {"index": r["i"], "kind": kind, "name": r["name"]}
+        if "result" in r:
+            entry |= {"size": len(json.dumps(r["result"]).encode()), "at": r.get("at")}
+        elif kind == "call":
+            entry["attempt"] = r.get("attempt")  # being retried
+        else:
+            entry["until"] = r.get("wake_at", r.get("deadline"))
+        listed.append(entry)
+    return listed
 
 
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The whole checkpoint as JSON.")
 def runs_show(run_id: str, as_json: bool) -> None:
-    """Show one run: status, workflow, lease, attempt, completed steps, the signal it
-    waits for, the signals delivered, the last error, and its state.
+    """Show one run: status, workflow, lease, attempt, completed steps, the signal or
+    time it waits for, the running step's recorded calls (index, name, size, when --
+    never their contents), the signals delivered, the last error, and its state.
 
     Example: durable-steps runs show ticket-4711
     """
-    with store_for("env") as store:
+    with store_for("env", create=False) as store:
         cp = load(store, run_id)
     if as_json:
         click.echo(json.dumps(checkpoint_json(cp), indent=2))
         return
     now = time.time()
-    status = f"waiting for signal {cp.waiting_for}" if cp.status == "waiting" else cp.status
+    status = _status_line(cp)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -237,8 +261,9 @@ def runs_show(run_id: str, as_json: bool) -> None:
     say(("completed steps", "bold"))
     for i, name in enumerate(cp.steps):
         say("  ", ("✓", "green"), f" {i} ", name)
-    if not cp.done:
+    if cp.status not in ENDED:
         say(f"  next: step {cp.step + 1}, attempt {cp.attempt}")
+    _show_calls(cp)
     if cp.error:
         e = cp.error
         say(("last error", "bold red"))
@@ -253,6 +278,31 @@ def runs_show(run_id: str, as_json: bool) -> None:
             say(f"  {name}: {text}")
     say(("state", "bold"))
     out.print(JSON(json.dumps(cp.state)))
+
+
+def _status_line(cp: Checkpoint) -> str:
+    if cp.status == "waiting":
+        if cp.waiting_for is None:
+            return f"asleep until {when(cp.wake_at)}"
+        deadline = f" (deadline {when(cp.wake_at)})" if cp.wake_at is not None else ""
+        return f"waiting for signal {cp.waiting_for}{deadline}"
+    if cp.status == "cancelled" and cp.cancel_reason:
+        return f"cancelled: {cp.cancel_reason}"
+    return str(cp.status)
+
+
+def _show_calls(cp: Checkpoint) -> None:
+    if not cp.calls:
+        return
+    say((f"recorded calls of step {cp.step + 1}", "bold"))
+    for c in calls_of(cp):
+        if "size" in c:
+            say(f"  {c['index']:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
+        elif c["kind"] == "call":
+            say(f"  {c['index']:>3} {c['name']}  (failed; attempt {c['attempt']} next)")
+        else:
+            until = when(c["until"]) if c["until"] is not None else "its signal"
+            say(f"  {c['index']:>3} {c['kind']} {c['name']}  until {until}")
 
 
 def _lease(cp: Checkpoint, now: float) -> str:

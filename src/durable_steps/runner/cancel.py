@@ -21,8 +21,9 @@ import asyncio
 from collections.abc import Generator
 from typing import Any
 
-from ..seam.errors import ConflictError, RunNotFoundError
+from ..seam.errors import ConflictError
 from ..seam.store import AsyncStore, Checkpoint, Store, check_run_id, evolve
+from .claim import not_found
 from .requests import Load, Request, Save, Sleep, execute, execute_async
 from .store_io import AsyncIO, plain
 from .telemetry import log
@@ -51,11 +52,7 @@ def _cancel(run_id: str, reason: str | None) -> Generator[Request, Any, bool]:
     for attempt in range(_TRIES):
         cp: Checkpoint | None = yield Load(run_id)
         if cp is None:
-            raise RunNotFoundError(
-                f"run {run_id!r} does not exist, so it was not cancelled; check the run id "
-                "('durable-steps runs list')",
-                run_id=run_id,
-            )
+            raise not_found(run_id, "it was not cancelled")
         if cp.status == "cancelled":
             return False
         if cp.status == "completed":

@@ -23,7 +23,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..seam.errors import RunCancelledError, RunLeasedError, RunWaiting, StepMismatchError
+from ..seam.errors import (
+    RunCancelledError,
+    RunLeasedError,
+    RunNotFoundError,
+    RunWaiting,
+    StepMismatchError,
+)
 from ..seam.lease import lease_holder
 from ..seam.store import Checkpoint, evolve
 from .step import Step
@@ -108,6 +114,14 @@ def cancelled(run_id: str, reason: str | None) -> RunCancelledError:
         "(another run id) to do the work again",
         run_id=run_id,
         reason=reason,
+    )
+
+
+def not_found(run_id: str, what: str) -> RunNotFoundError:
+    """The error of a call about a run that does not exist: ``what`` did not happen."""
+    return RunNotFoundError(
+        f"run {run_id!r} does not exist, so {what}; check the run id ('durable-steps runs list')",
+        run_id=run_id,
     )
 
 

@@ -131,6 +131,8 @@ class SyncDriver:
             return self.io(op)
         if isinstance(op, Save):
             with self.r.obs.save(op.checkpoint), self.lock:
+                if op.guard is not None:
+                    op.guard()
                 return execute(self.keep.save(op.checkpoint), self.io)
         self.heart.arm()
         try:
@@ -149,6 +151,7 @@ class SyncDriver:
                 result = op.step.fn(op.state)
         finally:
             _current.reset(token)
+            op.context.journal.closed = True
         _not_async(op, result)
         return result
 
@@ -181,6 +184,8 @@ class AsyncDriver:
         if isinstance(op, Save):
             with self.r.obs.save(op.checkpoint):
                 async with self.lock:
+                    if op.guard is not None:
+                        op.guard()
                     return await execute_async(self.keep.save(op.checkpoint), self.io)
         if self.io.cancelled:
             raise asyncio.CancelledError  # held back during a save: raised before the step
@@ -213,6 +218,7 @@ class AsyncDriver:
                     result = await result
         finally:
             _current.reset(token)
+            op.context.journal.closed = True
         return result
 
     async def beat(self, stop: asyncio.Event) -> None:

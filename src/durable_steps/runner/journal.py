@@ -84,7 +84,7 @@ class Record(NamedTuple):
 class Journal:
     """The durable operations of one step attempt (see the top), numbered."""
 
-    __slots__ = ("_by_index", "_count", "driver", "records", "run")
+    __slots__ = ("_by_index", "_count", "closed", "driver", "records", "run")
 
     def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
         self.run, self.records = run, records
@@ -93,6 +93,9 @@ class Journal:
         ``do``, its lease keeper ``keep``, ``is_async``, and (async) its ``io``."""
         self._by_index: dict[int, Mapping[str, Any]] | None = None
         self._count = itertools.count()
+        self.closed = False
+        """Set by the driver when the step's function has returned or raised: a call
+        still running then (a task it did not wait for) records nothing."""
 
     def take(self, kind: str, name: str) -> tuple[int, Mapping[str, Any] | None]:
         """The next index, and what is recorded there (checked against what is asked)."""
@@ -112,10 +115,17 @@ class Journal:
         return i, record
 
     def check(self) -> None:
-        """No other call starts once the run is lost (lease taken, cancelled, deleted)."""
+        """No other call starts once the run is lost (lease taken, cancelled, deleted),
+        and none is recorded once its step has ended."""
         lost = self.driver.keep.lost
         if lost is not None:
             raise lost
+        if self.closed:
+            raise RuntimeError(
+                f"run {self.run.run_id!r}: a call returned after its step had ended (a task "
+                "the step did not wait for); it was not recorded. Await every call before "
+                "the step returns (a TaskGroup cancels the rest when one fails)"
+            )
 
 
 def _journal(what: str) -> Journal:
@@ -194,7 +204,7 @@ def _call(
     ctx = current_step()
     obs = journal.run.obs
     if record is not None and "result" in record:
-        obs.call_replayed(ctx.index, i, name)
+        obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return thaw(record["result"])
     policy = retry or ONCE
     attempt, first = 1, 1
@@ -272,7 +282,9 @@ async def _do_async(request: Invoke | Record | Sleep) -> Any:
     if isinstance(request, Record):
         driver = request.journal.driver
         with _recording(request):
-            saved = await execute_async(driver.r.record(request.record), driver.do)
+            saved = await execute_async(
+                driver.r.record(request.record, request.journal.check), driver.do
+            )
         if driver.io.cancelled:
             raise asyncio.CancelledError  # held back while the save finished
         return saved
@@ -290,7 +302,7 @@ async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
 def _recorded(request: Record) -> Any:
     driver = request.journal.driver
     with _recording(request):
-        return execute(driver.r.record(request.record), driver.do)
+        return execute(driver.r.record(request.record, request.journal.check), driver.do)
 
 
 @contextlib.contextmanager

@@ -37,6 +37,9 @@ class Load(NamedTuple):
 
 class Save(NamedTuple):
     checkpoint: Checkpoint
+    guard: Callable[[], object] | None = None
+    """Called by a run's driver under its save lock, just before the save: raising
+    there keeps the checkpoint from being saved (a call that outlived its step)."""
 
 
 class Call(NamedTuple):

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from ..seam.errors import RunFailedError, RunNotFoundError
+from ..seam.errors import RunFailedError
 from ..seam.state import thaw
 from ..seam.store import AsyncStore, RunInfo, Store, check_run_id
-from .claim import cancelled
+from .claim import cancelled, not_found
 from .requests import Info, Load, Request, Sleep, execute, execute_async
 from .store_io import AsyncIO, now, plain
 from .timers import seconds_of
@@ -50,11 +50,7 @@ def _await(
     while True:
         info: RunInfo | None = yield Info(run_id)
         if info is None:
-            raise RunNotFoundError(
-                f"run {run_id!r} does not exist; check the run id ('durable-steps runs list'), "
-                "or start it first (Workflow.start)",
-                run_id=run_id,
-            )
+            raise not_found(run_id, "it has no result to wait for (start it first)")
         if info.status == "completed":
             cp = yield Load(run_id)
             if cp is None:  # deleted between the two reads

@@ -208,16 +208,21 @@ class RunProgram:
         self.obs.step_ended(exc)
         raise exc
 
-    def record(self, record: Mapping[str, Any]) -> Generator[Request, Any, Checkpoint]:
-        """A record of the running step's journal saved: a checkpoint of its own."""
-        self.cp = yield from self.save(cps.with_record(self.cp, record, self.held()))
+    def record(
+        self, record: Mapping[str, Any], still: Callable[[], object]
+    ) -> Generator[Request, Any, Checkpoint]:
+        """A record of the running step's journal saved: a checkpoint of its own.
+        ``still`` raises, under the driver's save lock, if the step has ended meanwhile."""
+        self.cp = yield from self.save(cps.with_record(self.cp, record, self.held()), still)
         return self.cp
 
-    def save(self, cp: Checkpoint) -> Generator[Request, Any, Checkpoint]:
+    def save(
+        self, cp: Checkpoint, guard: Callable[[], object] | None = None
+    ) -> Generator[Request, Any, Checkpoint]:
         """Save a checkpoint of a claimed run: a conflict now means the lease was lost
         (the keeper tells a cancelled or deleted run apart)."""
         try:
-            saved: Checkpoint = yield Save(cp)
+            saved: Checkpoint = yield Save(cp, guard)
         except LeaseLostError:
             raise
         except ConflictError as exc:

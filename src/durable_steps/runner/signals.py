@@ -29,10 +29,10 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from ..seam.errors import ConflictError, RunNotFoundError, SignalTimeoutError, Suspend
+from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
 from ..seam.state import freeze, thaw
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
-from .claim import cancelled
+from .claim import cancelled, not_found
 from .requests import Load, Request, Save, Sleep, execute, execute_async
 from .step import current_step
 from .store_io import AsyncIO, now, plain
@@ -101,11 +101,7 @@ def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Ch
     for attempt in range(_TRIES):
         cp = yield Load(run_id)
         if cp is None:
-            raise RunNotFoundError(
-                f"run {run_id!r} does not exist, so signal {name!r} was not delivered; "
-                "check the run id ('durable-steps runs list')",
-                run_id=run_id,
-            )
+            raise not_found(run_id, f"signal {name!r} was not delivered")
         if cp.status == "cancelled":
             raise cancelled(run_id, cp.cancel_reason)
         if name in cp.signals:

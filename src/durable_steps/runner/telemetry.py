@@ -205,11 +205,11 @@ class Observer:
         log.debug("run %r: call %d %r (attempt %d)", self.run_id, index, name, attempt)
         return CallSpan(self, step, index, name, attempt=attempt, replayed=False)
 
-    def call_replayed(self, step: int, index: int, name: str) -> None:
+    def call_replayed(self, step: int, index: int, name: str, attempt: int) -> None:
         """A call that returned its recorded result: a span of its own, marked so."""
         log.debug("run %r: call %d %r replayed from its record", self.run_id, index, name)
         if self.tracer is not None:
-            CallSpan(self, step, index, name, attempt=None, replayed=True).ended(None)
+            CallSpan(self, step, index, name, attempt=attempt, replayed=True).ended(None)
 
     def save(
         self, cp: Checkpoint, *, beat: bool = False
@@ -303,10 +303,11 @@ class CallSpan:
         )
         return current
 
-    def ended(self, exc: BaseException | None, written: int | None = None) -> None:
+    def ended(self, exc: BaseException | None, written: int = 0) -> None:
+        """The call's outcome: recorded (with the bytes its record took), replayed, or
+        failed."""
         if self.span is not None:
-            if written is not None:
-                self.span.set_attribute(PREFIX + "bytes_written", written)
+            self.span.set_attribute(PREFIX + "bytes_written", written)
             _end(self.span, exc)
             self.span = None
 

@@ -8,19 +8,27 @@ wrong variable). The Cosmos DB store is imported only when asked for; without
 the ``[cosmos]`` extra, asking for it is a ``MissingExtraError`` (also an
 ``ImportError``) with the install command, and ``durable_steps.CosmosStore`` is
 a stand-in that raises it when used.
+
+``create=False`` opens only a store that exists, for tools that read or change
+existing runs (the command line's ``runs`` commands): a file store whose directory
+is not there is a ``StoreError`` that says where it looked and what it looked for,
+instead of an empty store made in the wrong directory, and ``COSMOS_CREATE_IF_MISSING``
+is not applied. Either way a store that is not there is a ``StoreError`` with
+``status_code`` 404.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..seam.errors import ConfigurationError, DurableError, MissingExtraError
+from ..seam.errors import ConfigurationError, DurableError, MissingExtraError, StoreError
 from ..seam.store import MAX_STATE_BYTES
-from .file.store import FileStore
+from .file.store import FileStore, exists
 from .memory import AsyncMemoryStore, MemoryStore
 
 if TYPE_CHECKING:
@@ -99,7 +107,7 @@ def _max_state_bytes(env: Mapping[str, str]) -> int | None:
     return int(value)
 
 
-def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
+def _settings(env: Mapping[str, str] | None, create: bool = True) -> dict[str, Any]:
     env = os.environ if env is None else env
     backend = env.get("DURABLE_STORE", "file").strip().lower() or "file"
     if backend not in BACKENDS:
@@ -120,7 +128,8 @@ def _settings(env: Mapping[str, str] | None) -> dict[str, Any]:
         "database": env.get("COSMOS_DATABASE") or "durable",
         "container": env.get("COSMOS_CONTAINER") or "checkpoints",
         "verify_tls": _flag(env, "COSMOS_VERIFY_TLS"),
-        "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING"),
+        # (still checked when not applied: a typo is an error either way)
+        "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING") and create,
         "max_state_bytes": limit,
     }
 
@@ -167,26 +176,41 @@ def cosmos_class(name: str) -> Any:
     return type(name, (), {"__new__": unavailable, "__doc__": doc, "__module__": "durable_steps"})
 
 
-def store_from_env(env: Mapping[str, str] | None = None) -> FileStore | MemoryStore | CosmosStore:
-    """The store the environment describes (see the configuration table in the README)."""
-    s = _settings(env)
+def store_from_env(
+    env: Mapping[str, str] | None = None, *, create: bool = True
+) -> FileStore | MemoryStore | CosmosStore:
+    """The store the environment describes (see the configuration table in the README).
+    ``create=False``: only a store that exists (see the top of this module)."""
+    s = _settings(env, create)
     if s["backend"] == "file":
-        return FileStore(s["path"], max_state_bytes=s["max_state_bytes"])
+        return _file_store(FileStore, s, create, _named_by(env))
     if s["backend"] == "memory":
         return MemoryStore(max_state_bytes=s["max_state_bytes"])
-    store: CosmosStore = cosmos_module().CosmosStore(**_cosmos_args(s))
+    try:
+        store: CosmosStore = cosmos_module().CosmosStore(**_cosmos_args(s))
+    except StoreError as exc:
+        if create or exc.status_code != 404:
+            raise
+        raise StoreError(
+            f"there is no store at {s['endpoint']}, database {s['database']!r}, container "
+            f"{s['container']!r}: Cosmos DB answered 404 (the database or the container does "
+            "not exist), and this command does not create it "
+            "(COSMOS_CREATE_IF_MISSING applies to runs, the demo, doctor and the worker): "
+            "provision it (infra/), or check COSMOS_DATABASE and COSMOS_CONTAINER",
+            status_code=404,
+        ) from exc
     return store
 
 
 def async_store_from_env(
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, *, create: bool = True
 ) -> AsyncFileStore | AsyncMemoryStore | AsyncCosmosStore:
     """store_from_env() for asyncio: the same variables, the same errors."""
     from .file.async_store import AsyncFileStore
 
-    s = _settings(env)
+    s = _settings(env, create)
     if s["backend"] == "file":
-        return AsyncFileStore(s["path"], max_state_bytes=s["max_state_bytes"])
+        return _file_store(AsyncFileStore, s, create, _named_by(env))
     if s["backend"] == "memory":
         return AsyncMemoryStore(max_state_bytes=s["max_state_bytes"])
     store: AsyncCosmosStore = cosmos_module().AsyncCosmosStore(**_cosmos_args(s))
@@ -197,25 +221,68 @@ def _cosmos_args(s: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in s.items() if k != "backend"}
 
 
+def _named_by(env: Mapping[str, str] | None) -> str | None:
+    """The variable that named the file store's directory, as it was set (None: unset)."""
+    value = (os.environ if env is None else env).get("DURABLE_FILE_PATH")
+    return f"DURABLE_FILE_PATH={value}" if value else None
+
+
+S = TypeVar("S")
+
+
+def _file_store(cls: Callable[..., S], s: dict[str, Any], create: bool, named_by: str | None) -> S:
+    """A (sync or async) file store; with ``create=False``, a directory that holds no
+    store is a StoreError saying where it looked and what for."""
+    try:
+        return cls(s["path"], create=create, max_state_bytes=s["max_state_bytes"])
+    except StoreError:
+        if create or exists(s["path"]):
+            raise  # not a missing store: the store's own error says what failed
+    where = Path(s["path"]).absolute()
+    if named_by is None:
+        why = (
+            "DURABLE_FILE_PATH is not set, so it looked for .durable in the current directory; "
+            "run this from the directory that holds .durable, or set DURABLE_FILE_PATH to it"
+        )
+    else:
+        why = f"{named_by} names no store (no runs/ directory there); correct " + (
+            "the path" if named_by.startswith("file:") else "it, or unset it to use ./.durable"
+        )
+    raise StoreError(
+        f"there is no store at {where}: {why} (a run creates the store; this command does not)",
+        status_code=404,  # as Cosmos DB answers for a database or container that is not there
+    )
+
+
 def store_for(
-    spec: str, env: Mapping[str, str] | None = None
+    spec: str, env: Mapping[str, str] | None = None, *, create: bool = True
 ) -> FileStore | MemoryStore | CosmosStore:
     """A store named on a command line: ``env`` (as configured), ``file:PATH``, ``cosmos``
     (the COSMOS_* variables, whatever DURABLE_STORE says), ``cosmos:CONTAINER`` (another
-    container of that account and database) or ``memory``."""
+    container of that account and database) or ``memory``. ``create=False``: only a
+    store that exists (for the commands that read or change existing runs)."""
     env = dict(os.environ if env is None else env)
     if spec == "env":
-        return store_from_env(env)
+        return store_from_env(env, create=create)
     if spec.startswith("file:") and len(spec) > len("file:"):
-        return store_from_env({**env, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": spec[5:]})
-    if spec.startswith("cosmos:") and len(spec) > len("cosmos:"):
+        s = _settings({**env, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": spec[5:]}, create)
+        return _file_store(FileStore, s, create, spec)
+    check_spec(spec)
+    if spec.startswith("cosmos:"):
         container = spec.removeprefix("cosmos:")
-        return store_from_env({**env, "DURABLE_STORE": "cosmos", "COSMOS_CONTAINER": container})
-    if spec in ("cosmos", "memory"):
-        return store_from_env({**env, "DURABLE_STORE": spec})
-    raise ConfigurationError(
-        f"{spec!r} is not a store: use env (the configured store), file:PATH, cosmos "
-        "(configured by the COSMOS_* variables), cosmos:CONTAINER (another container of "
-        "that database) or memory",
-        variable="STORE",
-    )
+        cosmos = {"DURABLE_STORE": "cosmos", "COSMOS_CONTAINER": container}
+        return store_from_env({**env, **cosmos}, create=create)
+    return store_from_env({**env, "DURABLE_STORE": spec}, create=create)
+
+
+def check_spec(spec: str) -> None:
+    """``ConfigurationError`` unless ``spec`` names a store as ``store_for`` takes it."""
+    if spec not in ("env", "cosmos", "memory") and not any(
+        spec.startswith(prefix) and len(spec) > len(prefix) for prefix in ("file:", "cosmos:")
+    ):
+        raise ConfigurationError(
+            f"{spec!r} is not a store: use env (the configured store), file:PATH, cosmos "
+            "(configured by the COSMOS_* variables), cosmos:CONTAINER (another container of "
+            "that database) or memory",
+            variable="STORE",
+        )

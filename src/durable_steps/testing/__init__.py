@@ -14,7 +14,8 @@ the ``pytest11`` entry point ``durable_steps`` (``-p no:durable_steps`` turns it
 - ``cosmos_emulator`` (session): the Azure Cosmos DB emulator (Linux vNext, pinned in
   ``_emulator.IMAGE``) started through testcontainers, or the running emulator named
   by ``DURABLE_TEST_EMULATOR_ENDPOINT``; ``cosmos_local`` (session): the npm protocol
-  server (``_local``). Each yields a ``CosmosEndpoint`` with a database of its own.
+  server (``durable_steps.devtools.cosmos_server``, which ``durable-steps dev
+  cosmos-server`` starts too). Each yields a ``CosmosEndpoint`` with a database of its own.
 - Skips only where a backend cannot exist here, with one line: no Docker engine, no
   Node.js or no ``@vercel/cosmosdb-server``, or a backend not among
   ``--durable-backends``. With ``--durable-strict`` those of the selected backends
@@ -38,11 +39,11 @@ import pytest
 
 import durable_steps as ds
 
+from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
 from ._emulator import IMAGE, EmulatorError, no_docker_engine, start_emulator, wait_ready
 from ._emulator import image as emulator_image
 from ._emulator import timeout as emulator_timeout
 from ._endpoint import EMULATOR_KEY, CosmosEndpoint, unique
-from ._local import ServerError, ServerMissing, start_cosmosdb_server, stop
 
 __all__ = [
     "BACKENDS",

@@ -18,10 +18,9 @@ from typing import Any, TypeVar
 
 import durable_steps as ds
 
-EMULATOR_KEY = (
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-)
-"""The key Microsoft publishes for every emulator; it opens nothing real."""
+from ..devtools.cosmos_server import EMULATOR_KEY
+
+__all__ = ["EMULATOR_KEY", "CosmosEndpoint", "retry_5xx", "unique"]
 
 T = TypeVar("T")
 

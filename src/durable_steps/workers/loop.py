@@ -6,7 +6,8 @@ describes, and repeats: list the runs of those workflows to take -- running runs
 whose lease is free (orphaned, or started with ``Workflow.start``) and waiting
 runs that are due (``recover``'s candidates) -- start each in a thread of its own -- at most
 ``--concurrency`` at a time -- and print one line per run when it ends; then wait
-``--interval`` seconds, or less when a slot frees up. ``--once`` makes one pass
+``--interval`` seconds, or less when a slot frees up or a sleeping run's wake time
+(or a signal's deadline) comes sooner: a timer is resumed at its time. ``--once`` makes one pass
 (every candidate, ``--concurrency`` at a time) and exits.
 
 SIGTERM or SIGINT stops it gracefully: no new run starts, and each running run
@@ -28,9 +29,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from ..runner.store_io import now
 from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
-from .recovery import Recovered, candidates, known_workflows, recover_one
+from .recovery import Recovered, candidates, known_workflows, next_wake, recover_one
 
 
 def load_workflows(spec: str) -> list[Workflow]:
@@ -96,14 +98,22 @@ def serve(
         )
         running[job] = run_id
 
+    wakes: list[float] = []  # (monotonic) wake times of runs this worker put to sleep
+
     def reap(timeout: float) -> None:
         done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
         for job in done:
             run_id = running.pop(job)
             try:
-                echo(job.result())
+                outcome = job.result()
             except StopRequested:
                 echo(f"run {run_id}: released at a step boundary (stopping)")
+                continue
+            echo(outcome)
+            wake_at = getattr(outcome.error, "wake_at", None)
+            if outcome.outcome == "waiting" and wake_at is not None:
+                # (a hair after it: the listing asks the wall clock what is due)
+                wakes.append(time.monotonic() + max(0.0, wake_at - now()) + 0.01)
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
@@ -116,11 +126,16 @@ def serve(
         next_listing = 0.0
         while not once and not stop.is_set():
             free = concurrency - len(running)
+            if wakes:  # a run this worker put to sleep wakes before the next look
+                next_listing = min(next_listing, *wakes)
+                wakes.clear()
             if free > 0 and time.monotonic() >= next_listing:
                 busy = set(running.values()).__contains__
                 for run_id, name in candidates(store.list_runs, known, owner, free, busy):
                     start(pool, run_id, name)
-                next_listing = time.monotonic() + interval
+                # Look again after the interval -- or when a timer comes due before then.
+                pause = min(interval, next_wake(store.list_runs, known, interval) or interval)
+                next_listing = time.monotonic() + pause
             if running:
                 reap(min(0.2, interval))  # short slices, so that a signal is seen promptly
             else:

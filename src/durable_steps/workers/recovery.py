@@ -40,7 +40,8 @@ class Recovered:
     workflow: str
     outcome: Outcome
     """``completed``; ``failed`` (``error`` says why); ``waiting`` for a signal or a
-    timer; ``leased``: another worker took it first; ``cancelled`` meanwhile."""
+    timer (``error`` is the ``RunWaiting``: what and until when); ``leased``: another
+    worker took it first; ``cancelled`` meanwhile."""
     error: BaseException | None = None
 
 
@@ -133,7 +134,7 @@ def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
     if not isinstance(exc, Exception) or isinstance(exc, StopRequested):
         raise exc  # interrupts and a stopping worker end the pass
     if isinstance(exc, RunWaiting):
-        return Recovered(run_id, workflow, "waiting")
+        return Recovered(run_id, workflow, "waiting", exc)
     if isinstance(exc, RunCancelledError):
         return Recovered(run_id, workflow, "cancelled", exc)
     if isinstance(exc, ConflictError):
@@ -181,3 +182,22 @@ def candidates(
                     return
                 if pick.takes(info):
                     yield info.run_id, name
+
+
+def next_wake(
+    list_runs: Callable[..., Iterator[RunInfo]], known: Mapping[str, Workflow], within: float
+) -> float | None:
+    """Seconds until the earliest wake time (or deadline) still to come of a waiting
+    run of a known workflow within the next ``within`` seconds, if any: a listing of
+    waiting runs due by then (no state read)."""
+    now_ = now()
+    soonest = min(
+        (
+            info.wake_at
+            for name in known
+            for info in list_runs(status="waiting", workflow=name, due_before=now_ + within)
+            if info.wake_at is not None and info.wake_at > now_  # (due ones were listed)
+        ),
+        default=None,
+    )
+    return None if soonest is None else max(0.0, soonest - now_) + 0.01

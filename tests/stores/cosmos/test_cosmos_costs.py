@@ -228,8 +228,7 @@ def main() -> None:  # pragma: no cover - prints the README's numbers
     import logging
     import uuid
 
-    from durable_steps.testing import EMULATOR_KEY
-    from durable_steps.testing._local import start_cosmosdb_server, stop
+    from durable_steps.devtools.cosmos_server import EMULATOR_KEY, start_cosmosdb_server, stop
 
     from ...helpers.servers import ROOT
 

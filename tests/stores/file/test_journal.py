@@ -4,6 +4,7 @@ a save reads of the file: test_journal_tails.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import replace
@@ -253,3 +254,24 @@ def test_a_record_too_large_for_its_length_field_is_refused_before_io(
     with pytest.raises(ds.StateTooLargeError, match="does not fit a FileStore record"):
         store.save(replace(cp, state={"a": "x" * 2000}))
     assert store.file_for("r").read_bytes() == before
+
+
+def test_a_recorded_call_writes_its_result_not_the_state_or_earlier_calls(
+    store: ds.FileStore,
+) -> None:
+    """On a 500 KB state, each of 60 calls returning 1 KB appends one record of about its
+    result: the 60th as small as the 1st (no compaction in between)."""
+    sizes: list[int] = []
+    target = store.file_for("r")
+
+    def result(n: int) -> str:
+        sizes.append(target.stat().st_size)
+        return f"{n:04d}" * 256
+
+    def agent(state: Any) -> dict[str, Any]:
+        return {"n": len([ds.call("tool", result, n) for n in range(60)])}
+
+    ds.run("r", [ds.Step("agent", agent)], store, input={"blob": "b" * 500_000})
+    grown = [b - a for a, b in itertools.pairwise(sizes)]
+    assert all(1024 < g < 1024 + 600 for g in grown), grown
+    assert store.load("r").calls == ()  # the step completed: records dropped

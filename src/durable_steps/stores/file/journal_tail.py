@@ -18,6 +18,17 @@ def first_length(fd: int) -> int | None:
     return None if head is None else HEAD + int(head[1], 16) + int(head[2], 16) + TAIL
 
 
+def first_meta(fd: int, limit: int) -> bytes | None:
+    """The meta of the file's first record, unchecked (its checksum is in the TAIL after
+    the body, which may be what is damaged); None if the HEAD is not one, or says the
+    meta is longer than ``limit`` or than the file."""
+    head = HEAD_RE.fullmatch(fileio.read_at(fd, 0, HEAD))
+    if head is None or int(head[1], 16) > limit:
+        return None
+    meta = fileio.read_at(fd, HEAD, int(head[1], 16))
+    return meta if len(meta) == int(head[1], 16) else None
+
+
 def tail_etag(fd: int, size: int) -> str | None:
     """The etag in the TAIL that ends the file, unchecked (for a writer that knows the file)."""
     tail = TAIL_RE.fullmatch(fileio.read_at(fd, size - TAIL, TAIL)) if size >= HEAD + TAIL else None

@@ -6,10 +6,16 @@ cost per run does not grow with the state. Only a file whose end is torn, or an
 earlier version's whole document, is read in full. Filters apply as it goes, and
 it stops at ``limit``. It never aborts: a directory is skipped, a file deleted
 meanwhile too, and a file it cannot read (damaged, foreign, unreadable, naming
-another run) is an entry with ``error`` set, under the file's name -- which
+another run) is an entry with ``error`` set, under its run id where the file can
+still tell it (``claimed_by``: a journal whose first record's fields are intact,
+naming the run the file's name was made for), else under the file's name -- which
 ``load`` and ``delete`` accept (``unreadable_file``), so every entry has a way
 out. Temp files of crashed saves met on the way are removed under a non-blocking
 try of their stripe's lock: a live writer holds it, so its file is left alone.
+
+A listing reads only each file's last record, so damage before it (a byte flipped
+mid-file) is not seen here: a ``load`` reads and checks every record (``durable-steps
+runs verify`` loads every run).
 
 The store hands the listing what it needs of it (``RunsDir``): the listing never
 imports the store, which imports the listing.
@@ -18,6 +24,7 @@ imports the store, which imports the listing.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import stat
@@ -34,6 +41,8 @@ from .fileio import os_error, read_file
 from .platform import BINARY
 
 _RUN_FILE = re.compile(r"(?:[a-z0-9_-]*-)?[0-9a-f]{40}\.json")
+_META_LIMIT = 1024 * 1024
+"""The longest first-record meta ``claimed_by`` reads (a meta is a few hundred bytes)."""
 STRIPE = re.compile(r"([0-9a-f]{2})\.json$")
 """The last two hex digits of a run file's hash (in a temp file's name too): its stripe."""
 
@@ -87,7 +96,7 @@ def entry_of(d: RunsDir, path: Path) -> RunInfo | None:
     except FileNotFoundError:
         return None  # deleted while we listed
     except OSError as exc:
-        return _unreadable(path, 0, None, os_error(exc, "read", path, d.store, ""))
+        return _unreadable(path.name, 0, None, os_error(exc, "read", path, d.store, ""))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -98,9 +107,22 @@ def entry_of(d: RunsDir, path: Path) -> RunInfo | None:
             error: DurableError = os_error(exc, "read", path, d.store, "")
         except DurableError as exc:
             error = exc
-        return _unreadable(path, st.st_size, st.st_mtime, error)
+        return _unreadable(claimed_by(d, path, fd) or path.name, st.st_size, st.st_mtime, error)
     finally:
         os.close(fd)
+
+
+def claimed_by(d: RunsDir, path: Path, fd: int) -> str | None:
+    """The run a file belongs to, as its first record's fields say, if they can be read
+    and name the run whose id the file's name was made from (its hash): so a damaged
+    journal is reported by its run id. None when the file cannot tell."""
+    try:
+        meta = journal_tail.first_meta(fd, _META_LIMIT)
+        fields = json.loads(meta) if meta is not None else None
+        run_id = fields.get("run_id") if isinstance(fields, dict) else None
+        return run_id if isinstance(run_id, str) and d.file_for(run_id) == path else None
+    except (OSError, ValueError, RecursionError, DurableError):
+        return None
 
 
 def _read_entry(d: RunsDir, fd: int, size: int, path: Path) -> RunInfo:
@@ -108,16 +130,18 @@ def _read_entry(d: RunsDir, fd: int, size: int, path: Path) -> RunInfo:
     if journal.is_journal(fileio.read_at(fd, 0, 1)):
         found = journal_tail.last_meta(fd, size)
     if found is None:  # a torn end, or an earlier version's file: read it all
-        return info_of(decode_file(d, path, fileio.read_all(fd)), size)
+        name = claimed_by(d, path, fd)  # (its errors name the run, if the file tells it)
+        return info_of(decode_file(d, path, fileio.read_all(fd), name), size)
     meta, etag = found
     info = info_of_meta(loads(meta, path.name, str(path)), etag, size, path.name, str(path))
     _check_names(d, path, info.run_id)
     return info
 
 
-def decode_file(d: RunsDir, path: Path, data: bytes) -> Checkpoint:
-    """The checkpoint in a file found in runs/, whose run id only the file can tell."""
-    doc, etag, _ = journal.parse(data, path.name, str(path))
+def decode_file(d: RunsDir, path: Path, data: bytes, name: str | None = None) -> Checkpoint:
+    """The checkpoint in a file found in runs/, whose run id only the file can tell
+    (``name``: the run its errors name, if known; else the file's name)."""
+    doc, etag, _ = journal.parse(data, name or path.name, str(path))
     run_id = doc.get("run_id") if isinstance(doc, dict) else None
     _check_names(d, path, run_id)
     assert isinstance(run_id, str)
@@ -154,5 +178,5 @@ def sweep(d: RunsDir, tmp: Path) -> None:
             platform.current.remove(str(tmp))
 
 
-def _unreadable(path: Path, size: int, mtime: float | None, error: DurableError) -> RunInfo:
-    return RunInfo(path.name, -1, None, False, mtime, size, None, str(error))
+def _unreadable(name: str, size: int, mtime: float | None, error: DurableError) -> RunInfo:
+    return RunInfo(name, -1, None, False, mtime, size, None, str(error))

@@ -99,6 +99,11 @@ class _End(NamedTuple):
     sizes: journal.Sizes | None = None
 
 
+def exists(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a FileStore (its ``runs/`` directory)."""
+    return (Path(path) / "runs").is_dir()
+
+
 class FileStore:
     """Checkpoints as files under ``path``, created if missing (``create=False``: a
     ``StoreError`` instead, for tools that only read or change existing runs).
@@ -119,7 +124,7 @@ class FileStore:
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
         self._known_lock = threading.Lock()
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
-        if not create and not self._runs.is_dir():
+        if not create and not exists(self.path):
             raise StoreError(
                 f"there is no store at {self.path.absolute()} (no {self._runs.name}/ "
                 "directory in it): check DURABLE_FILE_PATH, or run from the directory "
