@@ -2,7 +2,7 @@
 // that accepts Entra ID only, the database and container the store expects
 // (partition key /run: a run's head and its segments, TTL on), and a data-plane role
 // for the application.
-// Deploy: scripts/deploy-azure RESOURCE_GROUP [LOCATION]   (see README, "Deploying to Azure")
+// Deploy: scripts/deploy-azure RESOURCE_GROUP [LOCATION]   (see docs/deploying.md)
 
 targetScope = 'resourceGroup'
 
@@ -119,7 +119,7 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       id: containerName
       // Every item of a run (its head, id = run id, and its segments) has run = the run id:
       // a run is one logical partition, and every request about it is single-partition.
-      // Containers of the earlier layout (/id) keep working; see README, "Cosmos DB".
+      // Containers of the earlier layout (/id) keep working; see docs/cosmos-db.md.
       partitionKey: {
         paths: [
           '/run'

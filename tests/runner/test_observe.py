@@ -57,8 +57,9 @@ def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
 
 
 def readme_attributes() -> dict[str, set[str]]:
-    """The README's span table: span kind -> its attribute names (without the prefix)."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    """The documented span table (docs/observability.md): span kind -> its attribute names
+    (without the prefix)."""
+    readme = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
     rows = re.findall(r"^\| `durable_steps\.(\w+)` .*\| (`[^|]*`) \|$", readme, re.MULTILINE)
     return {kind: set(re.findall(r"`([\w.]+)`", attrs)) for kind, attrs in rows}
 
@@ -69,7 +70,7 @@ README_ATTRIBUTES = readme_attributes()
 def test_spans_carry_exactly_the_attributes_the_readme_lists(
     spans: InMemorySpanExporter, run_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Every span of a workflow run has the attribute names of the README's table, no
+    """Every span of a workflow run has the attribute names of the documented table, no
     more and no fewer; and no span is ended twice (the SDK would warn)."""
     caplog.set_level(logging.WARNING, logger="opentelemetry")
     w = ds.Workflow(

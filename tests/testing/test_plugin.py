@@ -21,7 +21,7 @@ from durable_steps.devtools import cosmos_server as _local
 
 from ..helpers.servers import ROOT, start_cosmosdb_server, stop
 
-README = (ROOT / "README.md").read_text()
+TESTING = (ROOT / "docs" / "testing.md").read_text()
 # pytester removes the modules a test imported when the test ends; a CosmosClient made
 # inside such a test would import the HTTP stack (requests) anew, and later clients
 # would mix two copies of it. Imported here, it is there before any pytester test.
@@ -183,9 +183,8 @@ def test_running_emulator_path_end_to_end(
 def test_readme_example_runs_under_the_plugin(
     user: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's "Testing your workflows" file passes on file, memory and cosmos-local."""
-    section = README[README.index("## Testing your workflows") :]
-    code = re.search(r"```py\n(.*?)```", section, re.DOTALL)
+    """The example file of docs/testing.md passes on file, memory and cosmos-local."""
+    code = re.search(r"```py\n(.*?)```", TESTING, re.DOTALL)
     assert code is not None
     user.makepyfile(test_support_flow=code[1])
     result = user.runpytest_subprocess(

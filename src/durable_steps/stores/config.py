@@ -1,6 +1,6 @@
 """The one place that reads the environment and knows every backend.
 
-``store_from_env()`` turns the variables of the configuration table (README,
+``store_from_env()`` turns the variables of the configuration table (docs/stores.md,
 "Configuration") into a store. A bad value is a ``ConfigurationError`` naming the
 variable and the accepted values; a message never repeats a value that may hold
 a key (a connection string pasted into ``COSMOS_ENDPOINT``, a key put in the
@@ -179,7 +179,7 @@ def cosmos_class(name: str) -> Any:
 def store_from_env(
     env: Mapping[str, str] | None = None, *, create: bool = True
 ) -> FileStore | MemoryStore | CosmosStore:
-    """The store the environment describes (see the configuration table in the README).
+    """The store the environment describes (see the configuration table, docs/stores.md).
     ``create=False``: only a store that exists (see the top of this module)."""
     s = _settings(env, create)
     if s["backend"] == "file":

@@ -3,7 +3,7 @@ the real SDK and cosmos-local: a listing transfers no state, a save sends its up
 its answer carries no state, and a heartbeat does not resend the state (a partial update
 of the head), falling back to a whole replace where the service refuses partial updates.
 
-``python -m tests.stores.cosmos.test_cosmos_costs`` prints the numbers the README quotes.
+``python -m tests.stores.cosmos.test_cosmos_costs`` prints the numbers docs/cosmos-db.md quotes.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def test_a_resumed_runs_claim_is_a_small_patch(proxied: tuple[Cosmos, Proxy], ru
     assert len(final["blob"]) == 1_000_000
 
 
-# -- the numbers the README quotes --------------------------------------------------------
+# -- the numbers docs/cosmos-db.md quotes -------------------------------------------------
 
 
 def saves_of(exchanges: list[Any], run_id: str) -> list[list[Any]]:
@@ -224,7 +224,7 @@ def test_on_the_growing_workload_a_save_sends_its_update(
     assert sum(sent) < 3_000_000
 
 
-def main() -> None:  # pragma: no cover - prints the README's numbers
+def main() -> None:  # pragma: no cover - prints the numbers of docs/cosmos-db.md
     import logging
     import uuid
 
