@@ -9,7 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, CancellationToken, ModelResponse, RunContext, TextPart
+from pydantic_ai import (
+    Agent,
+    ApprovalRequired,
+    CancellationToken,
+    DeferredToolRequests,
+    ModelResponse,
+    RunContext,
+    TextPart,
+)
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -292,10 +300,18 @@ def test_a_model_registered_with_durable_can_be_picked_per_run(run_id: str) -> N
     alt = TestModel(custom_output_text="alt")
     agent = Agent(TestModel(), capabilities=[Durable(models={"alt": alt})])
     store = ds.MemoryStore()
-    done = ds.run(
-        run_id, [ds.Step("s", lambda s: {"o": agent.run_sync("x", model=alt).output})], store
-    )
-    assert done == {"o": "alt"}
+    stop = [False, True]  # crash the first time
+
+    def picked(state: Any) -> dict[str, Any]:
+        out = agent.run_sync("x", model=alt).output
+        if stop.pop():
+            raise Crash
+        return {"o": out}
+
+    with pytest.raises(Crash):
+        ds.run(run_id, [ds.Step("s", picked)], store)
+    assert names(store.load(run_id)) == ["model.request:alt"]
+    assert ds.run(run_id, [ds.Step("s", picked)], store) == {"o": "alt"}
 
     def other(state: Any) -> Any:
         return {"o": agent.run_sync("x", model=TestModel()).output}
@@ -350,6 +366,51 @@ def test_a_toolset_added_to_one_run_inside_a_step_is_refused(run_id: str) -> Non
     with pytest.raises(UserError, match="cannot be added at runtime with durable-steps"):
         ds.run(run_id, [step], store)
     assert names(store.load(run_id)) == []
+
+
+def test_a_tool_asking_for_approval_is_recorded_as_data(run_id: str) -> None:
+    """A tool raising ApprovalRequired ends the run with deferred tool requests; its call
+    is recorded as data, and a resumed step replays it without running the tool."""
+    asked: list[str] = []
+    agent = Agent(TestModel(), output_type=[str, DeferredToolRequests], capabilities=[Durable()])
+
+    @agent.tool_plain
+    def refund(amount: int) -> str:
+        asked.append("refund")
+        raise ApprovalRequired(metadata={"reason": "money"})
+
+    stop = [False, True]  # crash the first time
+
+    def step(state: Any) -> dict[str, Any]:
+        out = agent.run_sync("x").output
+        assert isinstance(out, DeferredToolRequests)
+        if stop.pop():
+            raise Crash
+        return {"approvals": [call.tool_name for call in out.approvals]}
+
+    store = ds.MemoryStore()
+    with pytest.raises(Crash):
+        ds.run(run_id, [ds.Step("s", step)], store)
+    cp = store.load(run_id)
+    assert names(cp) == ["model.request", "tool.refund"]
+    assert cp is not None and cp.calls[1]["result"]["kind"] == "approval_required"
+    assert ds.run(run_id, [ds.Step("s", step)], store) == {"approvals": ["refund"]}
+    assert asked == ["refund"]
+
+
+def test_cancel_from_a_tool_inside_a_step_is_refused(run_id: str) -> None:
+    """``ctx.cancel()`` in a tool would not happen again when its call is replayed:
+    Pydantic AI refuses it inside a durable call (UserError)."""
+    agent = Agent(TestModel(), capabilities=[Durable()])
+
+    @agent.tool
+    def stop(ctx: RunContext[None]) -> str:
+        ctx.cancel()
+        return "stopped"
+
+    step = ds.Step("s", lambda s: {"o": agent.run_sync("x").output})
+    with pytest.raises(UserError, match="not supported inside a durable call"):
+        ds.run(run_id, [step], ds.MemoryStore())
 
 
 def test_a_cancellation_token_inside_a_step_is_refused(run_id: str) -> None:
