@@ -309,8 +309,8 @@ def _check_leaf(toolset: AbstractToolset[Any]) -> None:
         if isinstance(toolset, MCPToolset):
             return
     raise TypeError(
-        f"{type(toolset).__name__} ({toolset.label}) is a toolset that Durable cannot make "
-        "durable: its tool calls would run again when the step resumes. Use a "
-        "FunctionToolset (its tools can call this one's code), an MCPToolset or a "
-        "DynamicToolset, or run this agent outside a step"
+        f"{type(toolset).__name__} ({toolset.label}) is a toolset class that Durable cannot "
+        "make durable: it cannot see its tool calls, which would run again whenever a step "
+        "resumes. Give the agent a FunctionToolset whose tools call this toolset's code (or "
+        "an MCPToolset, or a DynamicToolset) instead, or leave Durable off this agent"
     )
