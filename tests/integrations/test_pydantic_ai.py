@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastmcp.client.transports import StdioTransport
 from pydantic_ai import (
     Agent,
     ApprovalRequired,
@@ -17,8 +20,10 @@ from pydantic_ai import (
     ModelResponse,
     RunContext,
     TextPart,
+    ToolCallPart,
 )
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
@@ -318,6 +323,46 @@ def test_a_model_registered_with_durable_can_be_picked_per_run(run_id: str) -> N
 
     with pytest.raises(UserError, match="not registered"):
         ds.run(f"{run_id}-2", [ds.Step("s", other)], store)
+
+
+def test_an_mcp_server_s_tools_are_durable(run_id: str, tmp_path: Path) -> None:
+    """An MCPToolset (a real stdio MCP server): its tool list and each of its tool calls
+    are calls of the step; a resumed step asks the server for neither again."""
+    calls = tmp_path / "server-calls.log"
+    server = StdioTransport(
+        sys.executable, [str(Path(__file__).with_name("mcp_server.py")), str(calls)]
+    )
+    requests: list[str] = []
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        requests.append("model")
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("lookup", {"topic": "leases"})])
+        return ModelResponse(parts=[TextPart(f"got {messages[-1].parts[0].content}")])
+
+    agent = Agent(
+        FunctionModel(model), toolsets=[MCPToolset(server, id="docs")], capabilities=[Durable()]
+    )
+    stop = [False, True]  # crash the first time
+
+    def step(state: Any) -> dict[str, Any]:
+        out = agent.run_sync("go").output
+        if stop.pop():
+            raise Crash
+        return {"output": out}
+
+    store = ds.MemoryStore()
+    with pytest.raises(Crash):
+        ds.run(run_id, [ds.Step("s", step)], store)
+    assert names(store.load(run_id)) == [
+        "toolset.docs.get_tools",
+        "model.request",
+        "tool.lookup",
+        "model.request",
+    ]
+    assert ds.run(run_id, [ds.Step("s", step)], store) == {"output": "got page about leases"}
+    assert calls.read_text().split() == ["lookup"]
+    assert requests == ["model", "model"]
 
 
 # -- refused -------------------------------------------------------------------------------
