@@ -1,0 +1,10 @@
+"""Adapters that make other frameworks' work durable inside a step.
+
+Each lives in its own module, imported only when asked for, and needs its own extra:
+
+- ``durable_steps.integrations.pydantic_ai`` (``pip install 'durable-steps[pydantic-ai]'``):
+  a Pydantic AI agent whose model requests and tool calls are durable calls.
+
+``import durable_steps`` imports none of them. They use only the public
+``durable_steps`` surface (``call_async``, ``current_step``, the errors).
+"""

@@ -1,0 +1,128 @@
+"""A Pydantic AI agent in a step of a real process killed by SIGKILL at every model
+request and tool call, then resumed by a fresh process: on the file store and on
+CosmosStore (cosmos-local), under ``run`` and ``run_async``, and as a ``Workflow``
+that ``recover`` resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import agents
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL"),
+]
+
+CHILD = agents.__file__
+
+
+@dataclass
+class Kill:
+    """A run killed at side effect ``at`` (its own child), then resumed."""
+
+    at: int
+    run_id: str
+    effects: Path
+    """Its side effects, one line each: a name, and a tool's agent-run id."""
+
+
+def spawn(env: dict[str, str], effects: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, CHILD, *args],
+        env={**os.environ, **env, "SIDE_EFFECTS": str(effects), **extra},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def kill_everywhere(
+    env: dict[str, str], tmp_path: Path, run_id: str, *, kind: str, driver: str, when: str
+) -> list[tuple[Kill, dict[str, Any]]]:
+    """A run killed at each side effect, each in a child of its own (all at once), then all
+    resumed by one fresh child: the kills, and each run's result."""
+    kills = [
+        Kill(k, f"{run_id}-{k}", tmp_path / f"{run_id}-{k}.log")
+        for k in range(len(expected(kind, driver)))
+    ]
+    first = [
+        spawn(env, tmp_path, driver, kind, k.run_id, KILL_AT=str(k.at), KILL_WHEN=when)
+        for k in kills
+    ]
+    for k, proc in zip(kills, first, strict=True):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == -signal.SIGKILL, f"kill at {k.at}: {err}"
+    resume = "recover" if driver == "workflow" else driver
+    proc = spawn(env, tmp_path, resume, kind, *(k.run_id for k in kills))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    results = json.loads(out)
+    return [(k, results[k.run_id]) for k in kills]
+
+
+def expected(kind: str, driver: str) -> list[str]:
+    return ["prepare"] * (driver == "workflow") + agents.EXPECTED_EFFECTS[kind]
+
+
+def ran(kill: Kill) -> list[str]:
+    return [line.split()[0] for line in kill.effects.read_text().splitlines()]
+
+
+def run_ids(kill: Kill) -> set[str]:
+    return {line.split()[1] for line in kill.effects.read_text().splitlines() if " " in line}
+
+
+OUTPUT = {"function": agents.FUNCTION_OUTPUT, "test": agents.TEST_OUTPUT}
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["function", "test"])
+def test_killed_before_each_call_every_finished_call_ran_once(
+    env: dict[str, str], tmp_path: Path, run_id: str, kind: str, driver: str
+) -> None:
+    """Killed when k calls had finished (k over every call of the run), then resumed: every
+    model request and tool call ran exactly once, and the output is an uninterrupted run's."""
+    for kill, out in kill_everywhere(
+        env, tmp_path, run_id, kind=kind, driver=driver, when="before"
+    ):
+        assert ran(kill) == expected(kind, driver), f"killed at {kill.at}"
+        assert out["output"] == OUTPUT[kind]
+        assert run_ids(kill) == {out["run_id"]}, "the agent run keeps its run_id"
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_killed_inside_each_call_only_that_call_runs_again(
+    env: dict[str, str], tmp_path: Path, run_id: str, driver: str
+) -> None:
+    """Killed inside call k, after its side effect and before its record: call k runs again
+    on resume (at least once), every other call ran once, the output is the same."""
+    want = expected("function", driver)
+    for kill, out in kill_everywhere(
+        env, tmp_path, run_id, kind="function", driver=driver, when="after"
+    ):
+        assert ran(kill) == [*want[: kill.at + 1], *want[kill.at :]], f"killed at {kill.at}"
+        assert out["output"] == agents.FUNCTION_OUTPUT
+        assert run_ids(kill) == {out["run_id"]}
+
+
+def test_a_workflow_of_an_agent_is_recovered_after_each_kill(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """A Workflow whose second step runs the agent, killed at each side effect; recover()
+    in a fresh process finishes it: each step and call ran once, the output is the same."""
+    for kill, out in kill_everywhere(
+        env, tmp_path, run_id, kind="function", driver="workflow", when="before"
+    ):
+        assert ran(kill) == expected("function", "workflow"), f"killed at {kill.at}"
+        assert out["output"] == agents.FUNCTION_OUTPUT
+        assert out["question"] == "go, ann"
