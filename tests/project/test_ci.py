@@ -4,6 +4,7 @@ the README says it does."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,14 @@ def test_macos_and_windows_run_the_file_store_suite_and_must_pass() -> None:
     ):
         assert f"tests/{module}.py" in run
         assert (ROOT / f"tests/{module}.py").is_file()
+
+
+def test_the_oldest_pydantic_ai_the_extra_accepts_is_tested() -> None:
+    """A job installs the lower bound of the [pydantic-ai] extra and runs the
+    integration's tests on it (the other jobs get the newest release)."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (bound,) = re.findall(r'pydantic-ai = \["pydantic-ai-slim>=([\d.]+),', pyproject)
+    job = workflow()["jobs"]["pydantic-ai-oldest"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any(f"pydantic-ai-slim[mcp]=={bound}.0" in r or f"=={bound}'" in r for r in runs)
+    assert any("tests/integrations" in r for r in runs)
