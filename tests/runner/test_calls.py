@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.seam.state import Records
 
 from ..conftest import Api
 
@@ -353,3 +354,33 @@ def test_a_call_that_outlives_its_step_is_not_recorded(run_id: str) -> None:
     cp, error = asyncio.run(scenario())
     assert (cp.status, cp.step, cp.calls, dict(cp.state)) == ("completed", 0, (), {"done": True})
     assert isinstance(error, RuntimeError) and "after its step had ended" in str(error)
+
+
+def test_a_calls_save_makes_no_pass_over_the_calls_before_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, run_id: str
+) -> None:
+    """The 200th call of a step is saved without walking the 199 records before it (the
+    journal knows what it added to the one stored): a call costs its result, however
+    long the loop has run."""
+    walked: list[int] = []
+    counting = [False]
+    plain_iter = Records.__iter__
+
+    def counted(self: Records) -> Any:
+        for record in plain_iter(self):
+            if counting[0]:
+                walked.append(record["i"])
+            yield record
+
+    monkeypatch.setattr(Records, "__iter__", counted)
+
+    def agent(state: Any) -> dict[str, Any]:
+        for n in range(200):
+            counting[0] = n == 199
+            ds.call("tool", lambda n=n: n)
+        counting[0] = False
+        return {}
+
+    with ds.FileStore(tmp_path / "store") as store:
+        ds.run(run_id, [ds.Step("agent", agent)], store)
+    assert len(walked) < 10, walked

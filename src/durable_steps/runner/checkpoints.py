@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..seam.errors import DurableError, LeaseLostError, RunWaiting, Suspend
+from ..seam.state import Records, records
 from ..seam.store import Checkpoint, evolve
 from .step import Step
 from .telemetry import log
@@ -102,23 +103,29 @@ def woken(cp: Checkpoint, held: dict[str, Any]) -> Checkpoint:
 
 
 def with_record(cp: Checkpoint, record: Mapping[str, Any], held: dict[str, Any]) -> Checkpoint:
-    return evolve(cp, calls=merge_calls(cp.calls, (record,)), updated_at=None, **held)
+    return evolve(cp, calls=journal_of(cp.calls).plus(record), updated_at=None, **held)
 
 
-def merge_calls(
-    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
-) -> tuple[Mapping[str, Any], ...]:
-    """Two views of one step's journal as one, in index order. Of two records of one
-    index the later wins: a result over an attempt count, a higher count over a lower
-    (calls gathered under ``run_async`` record concurrently, each from its own view)."""
-    if not new:
-        return tuple(old)
+def journal_of(calls: Sequence[Mapping[str, Any]]) -> Records:
+    return calls if isinstance(calls, Records) else records(calls)
+
+
+def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> Records:
+    """Two views of one step's journal as one, in index order: ``new`` on top of
+    ``old``. Of two records of one index the later wins: a result over an attempt
+    count, a higher count over a lower (calls gathered under ``run_async`` record
+    concurrently, each from its own view)."""
+    if isinstance(new, Records) and new.base is old:
+        return new  # made on top of old: nothing to merge
     merged = {r["i"]: r for r in old}
     for r in new:
         had = merged.get(r["i"])
         if had is None or had is r or _later(r, had):
             merged[r["i"]] = r
-    return tuple(merged[i] for i in sorted(merged))
+    kept = {id(r) for r in old}
+    added = tuple(merged[i] for i in sorted(merged) if id(merged[i]) not in kept)
+    replaced = tuple(r for r in old if merged[r["i"]] is not r)
+    return records((merged[i] for i in sorted(merged)), tuple(old), added, replaced)
 
 
 def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

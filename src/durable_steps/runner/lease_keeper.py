@@ -105,7 +105,9 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
     if cp.step == latest.step and latest.calls and cp.calls is not latest.calls:
-        cp = evolve(cp, calls=cps.merge_calls(latest.calls, cp.calls))
+        journal = cps.merge_calls(latest.calls, cp.calls)
+        if journal is not cp.calls:
+            cp = evolve(cp, calls=journal)
     return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
 
 

@@ -38,7 +38,7 @@ from ..seam.errors import (
     Suspend,
 )
 from ..seam.lease import default_owner
-from ..seam.state import FrozenState, freeze, frozen_state, thaw
+from ..seam.state import FrozenState, freeze, frozen_state, records, thaw
 from ..seam.store import Checkpoint, check_name, check_run_id, evolve
 from . import checkpoints as cps
 from .claim import claim_for
@@ -248,7 +248,7 @@ class RunProgram:
             loaded,
             state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
             signals=freeze(dict(loaded.signals), "", self.run_id, 0, "signal payload"),
-            calls=tuple(freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls),
+            calls=records(freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls),
         )
         return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
 

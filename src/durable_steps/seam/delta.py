@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .document import dumps
-from .state import Delta, note_lengths, noted_length
+from .state import Delta, Records, note_lengths, noted_length
 
 
 class Sizes(NamedTuple):
@@ -84,6 +84,11 @@ def _calls(
     size: int | None,
 ) -> tuple[bytes, int | None]:
     """The journal's member (empty when unchanged) and its size after."""
+    if calls is known:
+        return b"", size
+    if known is not None and isinstance(calls, Records) and calls.base is known:
+        # The runner's journal says what it added to the one stored: no pass over it.
+        return _added(calls.added, calls.replaced, len(calls.base), len(calls), size)
     if known is not None:
         by_index = {r["i"]: r for r in calls}
         if all(r["i"] in by_index for r in known):  # nothing dropped: records added
@@ -92,16 +97,30 @@ def _calls(
             new = [r for r in calls if id(r) not in stored]
             if not new:
                 return b"", size
-            added = dumps(new)
-            if size is None:
-                return b'"calls+":' + added, None
             replaced = [r for r in known if by_index[r["i"]] is not r]
-            items = size - NO_CALLS - max(len(known) - 1, 0)  # the bytes of the records
-            items -= sum(len(dumps(r)) for r in replaced)
-            items += len(added) - NO_CALLS - (len(new) - 1)
-            return b'"calls+":' + added, items + NO_CALLS + max(len(calls) - 1, 0)
+            return _added(new, replaced, len(known), len(calls), size)
     whole = dumps(list(calls))
     return b'"calls":' + whole, len(whole)
+
+
+def _added(
+    new: Sequence[Mapping[str, Any]],
+    replaced: Sequence[Mapping[str, Any]],
+    known: int,
+    total: int,
+    size: int | None,
+) -> tuple[bytes, int | None]:
+    """``calls+`` of the ``new`` records, and the journal's size after: the ``known``
+    records' bytes, less those ``new`` ones replaced, plus theirs, ``total`` in all."""
+    if not new:
+        return b"", size
+    added = dumps(list(new))
+    if size is None:
+        return b'"calls+":' + added, None
+    items = size - NO_CALLS - max(known - 1, 0)  # the bytes of the records
+    items -= sum(len(dumps(r)) for r in replaced)
+    items += len(added) - NO_CALLS - (len(new) - 1)
+    return b'"calls+":' + added, items + NO_CALLS + max(total - 1, 0)
 
 
 def apply(

@@ -41,7 +41,7 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     if not is_checked(cp.signals):
         check_json(dict(cp.signals), cp.run_id, "signal payload")
     calls = cp.calls
-    if calls and not all(is_checked(r) for r in calls):
+    if calls and not is_checked(calls) and not all(is_checked(r) for r in calls):
         check_json(list(calls), cp.run_id, "call result")
     # The etag leads, so a store can read a file's version from its first bytes.
     doc: dict[str, Any] = {} if etag is None else {"etag": etag}
@@ -63,7 +63,7 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "cancel_reason": cp.cancel_reason,
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
-        "calls": list(calls),
+        "calls": calls if is_checked(calls) else list(calls),  # (a tuple encodes as a list)
         "state": cp.state,
     }
     return doc

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from .errors import InvalidStateError
@@ -227,7 +227,42 @@ def noted_length(state: Mapping[str, Any], key: str) -> int | None:
 
 def is_checked(state: object) -> bool:
     """True for a state that went through ``freeze`` (a store need not walk it again)."""
-    return isinstance(state, FrozenDict)
+    return isinstance(state, FrozenDict | Records)
+
+
+class Records(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
+    """The running step's journal as the runner keeps it: frozen records in the order
+    of their index. Like ``FrozenState`` it remembers what it was made from -- the
+    journal ``base``, the records it ``added`` there, those they ``replaced`` -- so a
+    store that holds ``base`` writes only the added records, and the lease keeper
+    merges two views without a pass over all of them: a step's 500th call costs what
+    its first did."""
+
+    base: tuple[Any, ...] | None
+    added: tuple[Any, ...]
+    replaced: tuple[Any, ...]
+
+    def plus(self, record: Mapping[str, Any]) -> Records:
+        """These records with ``record`` (frozen) added, or in place of the one of its
+        index."""
+        i = record["i"]
+        if not self or self[-1]["i"] < i:
+            return records(self + (record,), self, (record,), ())  # noqa: RUF005 - one memcpy
+        old = tuple(r for r in self if r["i"] == i)
+        ordered = sorted([*(r for r in self if r["i"] != i), record], key=lambda r: r["i"])
+        return records(ordered, self, (record,), old)
+
+
+def records(
+    items: Iterable[Mapping[str, Any]],
+    base: tuple[Any, ...] | None = None,
+    added: tuple[Any, ...] = (),
+    replaced: tuple[Any, ...] = (),
+) -> Records:
+    """A ``Records`` of frozen records (see there)."""
+    new = Records(items)
+    new.base, new.added, new.replaced = base, added, replaced
+    return new
 
 
 def thaw(value: Any) -> Any:

@@ -123,23 +123,22 @@ def serve(
                 start(pool, run_id, name)
                 while len(running) >= concurrency:
                     reap(0.2)
-        next_listing = 0.0
+        next_look = 0.0
         while not once and not stop.is_set():
             free = concurrency - len(running)
-            if wakes:  # a run this worker put to sleep wakes before the next look
-                next_listing = min(next_listing, *wakes)
-                wakes.clear()
-            if free > 0 and time.monotonic() >= next_listing:
+            # Look again after the interval -- or when a timer comes due before then: one
+            # this worker put to sleep, or one the last look saw coming.
+            if free > 0 and time.monotonic() >= min([next_look, *wakes]):
                 busy = set(running.values()).__contains__
                 for run_id, name in candidates(store.list_runs, known, owner, free, busy):
                     start(pool, run_id, name)
-                # Look again after the interval -- or when a timer comes due before then.
                 pause = min(interval, next_wake(store.list_runs, known, interval) or interval)
-                next_listing = time.monotonic() + pause
+                next_look = time.monotonic() + pause
+                wakes[:] = [w for w in wakes if w > time.monotonic()]  # those looked for
             if running:
                 reap(min(0.2, interval))  # short slices, so that a signal is seen promptly
             else:
-                stop.wait(min(0.2, max(0.0, next_listing - time.monotonic())))
+                stop.wait(min(0.2, max(0.0, min([next_look, *wakes]) - time.monotonic())))
         while running:
             reap(0.2)
 

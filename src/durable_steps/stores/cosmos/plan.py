@@ -17,7 +17,7 @@ from typing import Any
 
 from ...seam import delta
 from ...seam.document import to_document
-from ...seam.state import delta_since
+from ...seam.state import Records, delta_since
 from ...seam.store import Checkpoint, check_size
 from . import segments as sg
 from .items import Items, Known, Write
@@ -215,8 +215,10 @@ def _aligned(
     """The journal as stored, with each record that the checkpoint holds again (equal,
     though another object: the runner freezes a loaded journal anew) replaced by the
     checkpoint's own, so that ``delta.encode`` takes it for unchanged."""
-    if stored is None:
-        return None
+    if stored is None or calls is stored:
+        return stored
+    if isinstance(calls, Records) and calls.base is stored:
+        return stored  # the runner's journal, made on top of the stored one
     mine = {r["i"]: r for r in calls}
     out = []
     for record in stored:
