@@ -57,7 +57,7 @@ class MemoryStore:
         # (for the size limit) and joined, the bytes are those of dumps(doc).
         calls, state = dumps(doc.pop("calls")), dumps(doc.pop("state"))
         check_size(checkpoint.run_id, len(calls) + len(state), self.max_state_bytes)
-        data = b"%s,\"calls\":%s,\"state\":%s}" % (dumps(doc)[:-1], calls, state)
+        data = b'%s,"calls":%s,"state":%s}' % (dumps(doc)[:-1], calls, state)
         with self._lock:
             current = self._etag(checkpoint.run_id)
             if current != checkpoint.etag:
