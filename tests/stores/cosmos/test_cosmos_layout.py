@@ -226,6 +226,41 @@ def test_a_missing_segment_is_a_corrupt_checkpoint_not_a_mix(
         assert ran == []
 
 
+def test_a_fold_between_a_loads_head_read_and_its_query_is_read_again_not_corrupt(
+    cosmos: Cosmos, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer folds after a load read the head and before it queried the
+    segments, deleting the generation the head named: the load sees the head changed,
+    reads again, and returns the folded checkpoint (the race, not damage)."""
+    with cosmos.store() as store, cosmos.store() as other:
+        cp = segmented(store, run_id)
+        folded = {**cp.state, "k9": "after the fold"}
+        before, _ = split(cosmos, run_id)
+        attempt = store._attempt
+        queries: list[str] = []
+
+        def fold_first(call: Any) -> Any:
+            if call is not None and getattr(call, "method", "") == "query_items":
+                if not queries:
+                    other.save(
+                        replace(
+                            cp,
+                            step=cp.step + 1,
+                            steps=(*cp.steps, "s9"),
+                            state=folded,
+                            updated_at=None,
+                        )
+                    )
+                queries.append(call.method)
+            return attempt(call)
+
+        monkeypatch.setattr(store, "_attempt", fold_first)
+        loaded = store.load(run_id)
+    after, _ = split(cosmos, run_id)
+    assert after["gen"] != before["gen"] and len(queries) == 2
+    assert loaded is not None and loaded.state == folded and loaded.step == cp.step + 1
+
+
 def test_delete_removes_the_head_and_its_segments(cosmos: Cosmos, run_id: str) -> None:
     """delete() removes the head, then every segment of the run."""
     with cosmos.store() as store:

@@ -174,7 +174,7 @@ class CosmosPrograms:
 
     # -- load ----------------------------------------------------------------------------
 
-    def _load(self, run_id: str) -> Program[Checkpoint | None]:
+    def _load(self, run_id: str, retries: int = 5) -> Program[Checkpoint | None]:
         check_run_id(run_id)
         head = yield from self._head(run_id)
         if head is None:
@@ -190,7 +190,18 @@ class CosmosPrograms:
                 found = yield SdkCall(QUERY, sg.of_generation(run_id, chain))
             except AzureError as exc:
                 raise translate(exc, self._where) from exc
-            state, calls = sg.rebuild(run_id, chain, found, where)
+            try:
+                state, calls = sg.rebuild(run_id, chain, found, where)
+            except CorruptCheckpointError:
+                # Another writer may have folded between our head read and the segment
+                # query, deleting the generation we read: that is a race, not damage.
+                # Only a head that still names the missing segments is corrupt.
+                now = yield from self._head(run_id)
+                if now is None:
+                    return None
+                if now.get("_etag") == head.get("_etag") or retries == 0:
+                    raise
+                return (yield from self._load(run_id, retries - 1))
             item = {**head, "state": state, "calls": calls}
         item = as_stored(item)
         cp = from_document(item, run_id, item.get("_etag"), where)
