@@ -204,6 +204,28 @@ def test_non_json_state_names_the_key_and_keeps_previous(
     assert (loaded.state, loaded.etag) == ({"ok": 1}, v1.etag)
 
 
+@pytest.mark.parametrize(
+    ("step", "steps", "named"),
+    [
+        (2, ("a",), "has 1 completed step names, not 3"),
+        (-2, (), "not -2"),
+        (True, ("a", "b"), "True"),
+    ],
+    ids=["names-short", "below-minus-one", "bool-step"],
+)
+def test_a_step_that_its_names_do_not_match_is_refused_and_keeps_previous(
+    backend: Backend, run_id: str, step: Any, steps: tuple[str, ...], named: str
+) -> None:
+    """A checkpoint whose step disagrees with its completed step names would be saved
+    only to be unreadable: every store refuses it (StepMismatchError) before any I/O."""
+    v1 = backend.store.save(first(run_id, {"ok": 1}))
+    with pytest.raises(ds.StepMismatchError, match="nothing was saved") as err:
+        backend.store.save(replace(v1, step=step, steps=steps, state={"ok": 2}))
+    assert named in str(err.value)
+    loaded = backend.store.load(run_id)
+    assert loaded is not None and (loaded.state, loaded.etag) == ({"ok": 1}, v1.etag)
+
+
 def test_the_edges_of_the_json_rules_round_trip_on_every_store(
     backend: Backend, run_id: str
 ) -> None:

@@ -16,7 +16,7 @@ import json
 import time
 from typing import Any
 
-from .errors import CorruptCheckpointError, InvalidStateError
+from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError
 from .state import check_json, is_checked
 from .store import STATUSES, Checkpoint, RunInfo, check_run_id, corrupt_error
 
@@ -31,6 +31,19 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     already froze it, which checked it once, value by value, as steps returned it.
     """
     check_run_id(cp.run_id)
+    if not isinstance(cp.step, int) or isinstance(cp.step, bool) or cp.step < -1:
+        raise StepMismatchError(
+            f"run {cp.run_id!r}: a checkpoint's step must be an int from -1 (no step "
+            f"completed) up, not {cp.step!r} (nothing was saved)",
+            run_id=cp.run_id,
+        )
+    if len(cp.steps) != cp.step + 1:
+        raise StepMismatchError(
+            f"run {cp.run_id!r}: a checkpoint at step {cp.step} has {len(cp.steps)} "
+            f"completed step names, not {cp.step + 1}: give steps= one name per completed "
+            "step (nothing was saved)",
+            run_id=cp.run_id,
+        )
     if not is_checked(cp.state):
         if not isinstance(cp.state, dict):
             raise InvalidStateError(
