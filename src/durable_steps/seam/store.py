@@ -277,16 +277,20 @@ def corrupt_error(run_id: str, where: str, why: str) -> CorruptCheckpointError:
     )
 
 
+def why_lost(expected: str | None, missing: bool) -> str:
+    """Why a conditional save (made on ``expected``, None: a new run) lost."""
+    if expected is None:
+        return "it already has a checkpoint"
+    if missing:
+        return "its checkpoint was deleted meanwhile"
+    return "another writer saved it after you loaded it"
+
+
 def conflict(run_id: str, expected: str | None, missing: bool) -> ConflictError:
     """The ConflictError of a conditional save that lost, saying why."""
-    if expected is None:
-        what = "it already has a checkpoint"
-    elif missing:
-        what = "its checkpoint was deleted meanwhile"
-    else:
-        what = "another writer saved it after you loaded it"
     return ConflictError(
-        f"run {run_id!r} was not saved: {what}. Nothing was written; reload it and "
+        f"run {run_id!r} was not saved: {why_lost(expected, missing)}. Nothing was "
+        "written; reload it and "
         "retry, or run one worker per run id",
         run_id=run_id,
     )

@@ -24,6 +24,7 @@ from ...seam.errors import (
     MissingExtraError,
     StoreError,
 )
+from ...seam.store import why_lost
 
 INSTALL = "pip install 'durable-steps[cosmos]'"
 try:
@@ -198,15 +199,10 @@ def translate(exc: AzureError, where: str) -> DurableError:
 def conflict(run_id: str, expected: str | None, missing: bool, *, checked: bool) -> ConflictError:
     """A save that lost to another writer. Never "nothing was written": behind a 409 or
     412 may be the SDK's own retry of a write that landed and was then overwritten."""
-    if expected is None:
-        what = "it already has a checkpoint"
-    elif missing:
-        what = "its checkpoint was deleted meanwhile"
-    else:
-        what = "another writer saved it after you loaded it"
     how = " (checked by reading it back: the stored checkpoint is not this save's)"
     return ConflictError(
-        f"run {run_id!r} was not saved: {what}{how if checked else ''}. Reload it and "
+        f"run {run_id!r} was not saved: {why_lost(expected, missing)}"
+        f"{how if checked else ''}. Reload it and "
         "retry, or run one worker per run id",
         run_id=run_id,
     )
