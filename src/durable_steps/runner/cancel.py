@@ -17,18 +17,15 @@ the worker leave it alone; ``runs prune`` deletes it like a completed run.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator
 from typing import Any
 
 from ..seam.errors import ConflictError
 from ..seam.store import AsyncStore, Checkpoint, Store, check_run_id, evolve
-from .claim import not_found
-from .requests import Load, Request, Save, Sleep, execute, execute_async
-from .store_io import AsyncIO, plain
+from .outside import update_run
+from .requests import Request, execute
+from .store_io import execute_on, plain
 from .telemetry import log
-
-_TRIES = 20
 
 
 def cancel_run(store: Store, run_id: str, *, reason: str | None = None) -> bool:
@@ -38,47 +35,34 @@ def cancel_run(store: Store, run_id: str, *, reason: str | None = None) -> bool:
 
 async def cancel_run_async(store: AsyncStore, run_id: str, *, reason: str | None = None) -> bool:
     """``cancel_run`` for async stores."""
-    io = AsyncIO(store)
-    done = await execute_async(_cancel(run_id, reason), io)
-    if io.cancelled:
-        raise asyncio.CancelledError  # held back until the cancellation's outcome was known
-    return done
+    return await execute_on(_cancel(run_id, reason), store)
 
 
 def _cancel(run_id: str, reason: str | None) -> Generator[Request, Any, bool]:
     check_run_id(run_id)
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"cancel_run(reason=...) must be a str, not {reason!r}")
-    for attempt in range(_TRIES):
-        cp: Checkpoint | None = yield Load(run_id)
-        if cp is None:
-            raise not_found(run_id, "it was not cancelled")
+
+    def cancel(cp: Checkpoint) -> Checkpoint | None:
         if cp.status == "cancelled":
-            return False
+            return None
         if cp.status == "completed":
             raise ConflictError(
                 f"run {run_id!r} has completed; a completed run cannot be cancelled (nothing "
                 "of it is left to stop). Delete it if it should go",
                 run_id=run_id,
             )
-        try:
-            yield Save(
-                evolve(
-                    cp,
-                    status="cancelled",
-                    cancel_reason=reason,
-                    owner=None,
-                    lease_expires=None,
-                    updated_at=None,
-                )
-            )
-        except ConflictError:
-            yield Sleep(0.005 * (attempt + 1))  # the owner saved meanwhile: look again
-            continue
-        log.info("run %r cancelled%s", run_id, f" ({reason})" if reason else "")
-        return True
-    raise ConflictError(
-        f"run {run_id!r} kept changing while it was being cancelled ({_TRIES} tries); it "
-        "was not cancelled. Try again",
-        run_id=run_id,
+        changes = {"owner": None, "lease_expires": None, "updated_at": None}
+        return evolve(cp, status="cancelled", cancel_reason=reason, **changes)
+
+    done = yield from update_run(
+        run_id,
+        cancel,
+        missing="it was not cancelled",
+        doing="it was being cancelled",
+        undone="it was not cancelled",
     )
+    if done is None:
+        return False
+    log.info("run %r cancelled%s", run_id, f" ({reason})" if reason else "")
+    return True

@@ -18,8 +18,8 @@ from ..seam.errors import RunFailedError
 from ..seam.state import thaw
 from ..seam.store import AsyncStore, RunInfo, Store, check_run_id
 from .claim import cancelled, not_found
-from .requests import Info, Load, Request, Sleep, execute, execute_async
-from .store_io import AsyncIO, now, plain
+from .requests import Info, Load, Request, Sleep, execute
+from .store_io import execute_on, now, plain
 from .timers import seconds_of
 
 
@@ -34,7 +34,7 @@ async def wait_for_result_async(
     store: AsyncStore, run_id: str, *, timeout: float | None = None, interval: float = 1.0
 ) -> dict[str, Any]:
     """``wait_for_result`` for async stores."""
-    return await execute_async(_await(run_id, timeout, interval), AsyncIO(store))
+    return await execute_on(_await(run_id, timeout, interval), store)
 
 
 def _await(

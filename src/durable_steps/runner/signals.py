@@ -23,7 +23,6 @@ cancelled run takes no signal (``RunCancelledError``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Generator
 from dataclasses import replace
@@ -32,13 +31,13 @@ from typing import Any
 from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
 from ..seam.state import freeze, thaw
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
-from .claim import cancelled, not_found
-from .requests import Load, Request, Save, Sleep, execute, execute_async
+from .claim import cancelled
+from .outside import update_run
+from .requests import Request, execute
 from .step import current_step
-from .store_io import AsyncIO, now, plain
+from .store_io import execute_on, now, plain
 from .timers import seconds_of
 
-_TRIES = 20
 _NO_DEFAULT: Any = object()
 
 
@@ -87,21 +86,15 @@ async def send_signal_async(
     store: AsyncStore, run_id: str, name: str, payload: Any = None
 ) -> Checkpoint:
     """``send_signal`` for async stores."""
-    io = AsyncIO(store)
-    delivered = await execute_async(_deliver(run_id, name, payload), io)
-    if io.cancelled:
-        raise asyncio.CancelledError  # held back until the delivery's outcome was known
-    return delivered
+    return await execute_on(_deliver(run_id, name, payload), store)
 
 
 def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Checkpoint]:
     check_run_id(run_id)
     check_name(name, "signal name")
     payload = thaw(freeze(payload, f"[{name!r}]", run_id, 1, "signal payload"))
-    for attempt in range(_TRIES):
-        cp = yield Load(run_id)
-        if cp is None:
-            raise not_found(run_id, f"signal {name!r} was not delivered")
+
+    def deliver(cp: Checkpoint) -> Checkpoint:
         if cp.status == "cancelled":
             raise cancelled(run_id, cp.cancel_reason)
         if name in cp.signals:
@@ -111,22 +104,20 @@ def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Ch
                 run_id=run_id,
             )
         wakes = cp.status == "waiting" and cp.waiting_for == name
-        try:
-            saved: Checkpoint = yield Save(
-                replace(
-                    cp,
-                    signals={**cp.signals, name: payload},
-                    status="running" if wakes else cp.status,
-                    wake_at=None if wakes else cp.wake_at,
-                    updated_at=cp.updated_at if cp.status == "completed" else None,
-                )
-            )
-        except ConflictError:
-            yield Sleep(0.005 * (attempt + 1))  # the owner saved meanwhile: look again
-        else:
-            return saved
-    raise ConflictError(
-        f"run {run_id!r} kept changing while signal {name!r} was being delivered "
-        f"({_TRIES} tries); nothing was changed. Try again",
-        run_id=run_id,
+        return replace(
+            cp,
+            signals={**cp.signals, name: payload},
+            status="running" if wakes else cp.status,
+            wake_at=None if wakes else cp.wake_at,
+            updated_at=cp.updated_at if cp.status == "completed" else None,
+        )
+
+    saved = yield from update_run(
+        run_id,
+        deliver,
+        missing=f"signal {name!r} was not delivered",
+        doing=f"signal {name!r} was being delivered",
+        undone="nothing was changed",
     )
+    assert saved is not None  # deliver always changes the run
+    return saved

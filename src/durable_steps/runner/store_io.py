@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 from ..seam.document import info_of
 from ..seam.store import AsyncStore, Checkpoint, RunInfo, Store
-from .requests import Info, Load, Request, Save, Sleep
+from .requests import Info, Load, Request, Save, Sleep, execute_async
+
+T = TypeVar("T")
 
 _sleep = time.sleep  # tests replace these three with a fake clock
 _asleep = asyncio.sleep
@@ -82,6 +84,17 @@ class AsyncIO:
                 self.cancelled = True  # also when the save ended just as it came
                 if saving.done():
                     return saving.result()
+
+
+async def execute_on(program: Generator[Request, Any, T], store: AsyncStore) -> T:
+    """Run a program that only loads, saves and sleeps against an async store. A
+    cancellation that came during a save was held back until the save's outcome was
+    known: it is raised now."""
+    io = AsyncIO(store)
+    done = await execute_async(program, io)
+    if io.cancelled:
+        raise asyncio.CancelledError
+    return done
 
 
 def _info_of(cp: Checkpoint | None) -> RunInfo | None:

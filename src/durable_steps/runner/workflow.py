@@ -26,10 +26,10 @@ from ..seam.state import freeze, frozen_state
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
 from .claim import cancelled
 from .drivers import _async_only, _sync_only, drive, drive_async
-from .requests import Load, Request, Save, execute, execute_async
+from .requests import Load, Request, Save, execute
 from .run import RunProgram
 from .step import Step
-from .store_io import AsyncIO, plain
+from .store_io import execute_on, plain
 from .telemetry import log
 
 
@@ -81,7 +81,7 @@ class Workflow:
     ) -> bool:
         """``start`` for async stores."""
         _async_only(store)
-        return await execute_async(start_program(self.name, run_id, input), AsyncIO(store))
+        return await execute_on(start_program(self.name, run_id, input), store)
 
     def _run(
         self,

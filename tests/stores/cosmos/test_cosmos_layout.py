@@ -300,6 +300,24 @@ def test_the_segments_of_a_completed_run_expire_after_its_head(cosmos: Cosmos, r
     assert [s["seq"] for s in segs] == [0]
 
 
+def test_a_signal_or_a_cancellation_writes_the_head_only(cosmos: Cosmos, run_id: str) -> None:
+    """A change from outside (``runner.outside``) leaves the state alone: the run's
+    segments stay as they were, and the state loads unchanged."""
+    with cosmos.store() as store:
+        steps = [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": KB5}) for i in range(3)]
+        with pytest.raises(ds.RunWaiting):
+            ds.run(run_id, [*steps, ds.Step("wait", lambda s: ds.wait_for_signal("never"))], store)
+    _, segs = split(cosmos, run_id)
+    with cosmos.store() as store:
+        ds.send_signal(store, run_id, "other", {"n": 1})
+        assert ds.cancel_run(store, run_id, reason="enough")
+        head, after = split(cosmos, run_id)
+        assert segs and after == segs
+        assert head["status"] == "cancelled" and head["signals"] == {"other": {"n": 1}}
+        loaded = store.load(run_id)
+        assert loaded is not None and loaded.state == {f"k{i}": KB5 for i in range(3)}
+
+
 def test_the_account_key_is_not_kept_on_the_store(cosmos: Cosmos, loop: Any) -> None:
     """The key goes to the SDK's client and nowhere else: no attribute of the store
     (sync or async) holds it."""
