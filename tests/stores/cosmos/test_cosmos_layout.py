@@ -318,6 +318,24 @@ def test_a_signal_or_a_cancellation_writes_the_head_only(cosmos: Cosmos, run_id:
         assert loaded is not None and loaded.state == {f"k{i}": KB5 for i in range(3)}
 
 
+def test_a_head_written_without_finished_ttl_still_goes_before_its_expiring_segments(
+    cosmos: Cosmos, run_id: str
+) -> None:
+    """A signal sent to that completed run by a store without finished_ttl (as the CLI's
+    is) keeps the head's expiry: a head that outlived its snapshot would name a missing
+    segment, and the run would no longer load."""
+    with cosmos.store(finished_ttl=86400) as store:
+        ds.run(run_id, [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": KB5}) for i in range(3)], store)
+    before, segs = split(cosmos, run_id)
+    with cosmos.store() as store:
+        ds.send_signal(store, run_id, "late", {"n": 1})
+        head, after = split(cosmos, run_id)
+        assert after == segs and segs[0]["ttl"] == 86400 + sg.TTL_MARGIN
+        assert head["until"] == before["until"] and 0 < head["ttl"] <= 86400
+        loaded = store.load(run_id)
+        assert loaded is not None and loaded.signals == {"late": {"n": 1}}
+
+
 def test_the_account_key_is_not_kept_on_the_store(cosmos: Cosmos, loop: Any) -> None:
     """The key goes to the SDK's client and nowhere else: no attribute of the store
     (sync or async) holds it."""

@@ -145,10 +145,12 @@ class _Planner:
     def _write(self, body: dict[str, Any], *, partial: bool) -> Write:
         if self.ttl is not None:
             body["ttl"] = self.ttl
-            if self.until is not None:  # the head expires before the segments it needs
-                left = round(self.until - time.time()) - sg.TTL_MARGIN
-                body["ttl"] = max(1, min(self.ttl, left))
-                body["until"] = self.until
+        if self.until is not None:
+            # The segments it needs expire then (written by a store with finished_ttl):
+            # the head goes before them, whatever this store's own finished_ttl.
+            left = max(1, round(self.until - time.time()) - sg.TTL_MARGIN)
+            body["ttl"] = left if self.ttl is None else min(self.ttl, left)
+            body["until"] = self.until
         return self.items.write(self.cp, body, partial=partial, too_large=_HEAD_TOO_LARGE)
 
     def _head_only(self, chain: sg.Chain) -> SavePlan:
@@ -184,6 +186,7 @@ class _Planner:
         """A new generation: the whole data as a snapshot (inline when it is small)."""
         before = self.chain.fold if self.chain else self.known.fold if self.known else None
         fold = max(int(time.time() * 1000), (before or 0) + 1)
+        self.until = None  # the segments that expire then are superseded
         if self.data <= sg.INLINE_MAX:
             return self._inline(False, fold)
         seg = sg.nonce()
