@@ -164,6 +164,58 @@ def test_a_cancellation_during_a_save_lets_it_finish_then_propagates(
     assert ran == ["a", "b"]
 
 
+class HeldSave:
+    """An async store whose next save waits until ``finish`` is set; ``saving`` is set
+    once it started."""
+
+    def __init__(self) -> None:
+        self.inner = ds.AsyncMemoryStore()
+        self.saving, self.finish = asyncio.Event(), asyncio.Event()
+
+    async def load(self, run_id: str) -> ds.Checkpoint | None:
+        return await self.inner.load(run_id)
+
+    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        self.saving.set()
+        await self.finish.wait()
+        return await self.inner.save(cp)
+
+
+@pytest.mark.parametrize("what", ["start", "signal", "cancel"])
+def test_start_signal_and_cancel_cancelled_during_their_save_let_it_land_then_raise(
+    what: str, run_id: str
+) -> None:
+    """A change from outside, cancelled while its save is under way: the save lands
+    (its outcome is known) and then the caller gets CancelledError, not a result."""
+    store = HeldSave()
+    wf = ds.Workflow("held", [Step("w", lambda s: ds.wait_for_signal("go"))])
+
+    async def main() -> ds.Checkpoint | None:
+        if what != "start":
+            store.finish.set()
+            await wf.start_async(run_id, store)
+            store.finish.clear()
+        store.saving.clear()
+        change = {
+            "start": lambda: wf.start_async(run_id, store),
+            "signal": lambda: ds.send_signal_async(store, run_id, "go", 1),
+            "cancel": lambda: ds.cancel_run_async(store, run_id),
+        }[what]
+        task = asyncio.create_task(change())
+        await store.saving.wait()
+        task.cancel()
+        await asyncio.sleep(0)
+        store.finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await store.inner.load(run_id)
+
+    cp = arun(main())
+    assert cp is not None
+    landed = {"start": cp.status, "signal": sorted(cp.signals), "cancel": cp.status}[what]
+    assert landed == {"start": "running", "signal": ["go"], "cancel": "cancelled"}[what]
+
+
 class CancelledAsItSaves:
     """An async store that cancels ``victim`` just as its save of step 0 completes: the
     task is woken by the cancellation with the save already done."""
