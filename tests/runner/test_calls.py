@@ -384,3 +384,21 @@ def test_a_calls_save_makes_no_pass_over_the_calls_before_it(
     with ds.FileStore(tmp_path / "store") as store:
         ds.run(run_id, [ds.Step("agent", agent)], store)
     assert len(walked) < 10, walked
+
+
+def test_a_stored_journal_forgets_the_journals_before_it(run_id: str) -> None:
+    """Each journal knows the one it was made from until it is stored, and no longer:
+    a step's memory grows with its calls, not with their square."""
+    depths: list[int] = []
+
+    def agent(state: Any) -> dict[str, Any]:
+        for n in range(50):
+            ds.call("tool", lambda n=n: n)
+            calls, depth = ds.current_step().journal.run.cp.calls, 0  # type: ignore[union-attr]
+            while isinstance(calls, Records) and calls.base is not None:
+                calls, depth = calls.base, depth + 1
+            depths.append(depth)
+        return {}
+
+    ds.run(run_id, [ds.Step("agent", agent)], ds.MemoryStore())
+    assert len(depths) == 50 and max(depths) <= 1, depths

@@ -125,7 +125,8 @@ def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any
     kept = {id(r) for r in old}
     added = tuple(merged[i] for i in sorted(merged) if id(merged[i]) not in kept)
     replaced = tuple(r for r in old if merged[r["i"]] is not r)
-    return records((merged[i] for i in sorted(merged)), tuple(old), added, replaced)
+    base = old if isinstance(old, tuple) else tuple(old)  # the stored one: stores know it
+    return records((merged[i] for i in sorted(merged)), base, added, replaced)
 
 
 def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
-from ..seam.state import freeze, mark_stored
+from ..seam.state import forget_base, freeze, mark_stored
 from ..seam.store import Checkpoint, evolve
 from . import checkpoints as cps
 from .claim import cancelled
@@ -133,6 +133,7 @@ def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
 def _stored(sent: Checkpoint, saved: Checkpoint) -> Checkpoint:
     """What the store now holds: ``saved``, sharing the frozen state that was sent."""
     mark_stored(sent.state, saved.etag)
+    forget_base(sent.calls)
     if saved.state is not sent.state:
         saved = replace(saved, state=sent.state)
     return saved

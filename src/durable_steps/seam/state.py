@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from .errors import InvalidStateError
@@ -251,6 +251,14 @@ class Records(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
         old = tuple(r for r in self if r["i"] == i)
         ordered = sorted([*(r for r in self if r["i"] != i), record], key=lambda r: r["i"])
         return records(ordered, self, (record,), old)
+
+
+def forget_base(calls: Sequence[Mapping[str, Any]]) -> None:
+    """Note that ``calls`` is now the stored journal: what it was made from is needed no
+    more (kept, each journal would hold every earlier one of the step: memory growing
+    with the square of its calls)."""
+    if isinstance(calls, Records):
+        calls.base, calls.added, calls.replaced = None, (), ()
 
 
 def records(
