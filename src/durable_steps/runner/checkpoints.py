@@ -29,11 +29,6 @@ from ..seam.store import Checkpoint, evolve
 from .step import Step
 from .telemetry import log
 
-
-def lease(owner: str, seconds: float) -> dict[str, Any]:
-    return {"owner": owner, "lease_expires": time.time() + seconds}
-
-
 NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
 
 

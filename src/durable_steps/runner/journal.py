@@ -308,12 +308,14 @@ def _recorded(request: Record) -> Any:
 @contextlib.contextmanager
 def _recording(request: Record) -> Iterator[None]:
     """Around a record's save: the call's span ended with its outcome and bytes."""
+    span = request.span
+    if span is None or span.span is None:  # no trace: nothing to count the bytes for
+        yield
+        return
     with metering.counting() as written:
         try:
             yield
         except BaseException as exc:
-            if request.span is not None:
-                request.span.ended(exc)
+            span.ended(exc)
             raise
-    if request.span is not None:
-        request.span.ended(None, sum(written))
+    span.ended(None, sum(written))
