@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.workers.loop import serve
 
 from ..helpers.waiting import wait_until
 from ..helpers.worker_process import stderr_of, worker, workers_die_with_their_test  # noqa: F401
@@ -172,3 +174,36 @@ def test_a_bad_target_is_one_clear_line(tmp_path: Path, target: str, says: str) 
     assert proc.returncode == 1
     assert says in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_look_lists_each_workflows_runs_once_and_wakes_at_a_timer_it_saw(
+    run_id: str,
+) -> None:
+    """One look of the worker is two listings per workflow -- its running runs, its
+    waiting runs due within the interval -- and a sleep that comes due before the next
+    look is resumed at its time, seen in that same listing."""
+    nap = ds.Workflow("nap", [ds.Step("s", lambda s: ds.sleep(1.0) or {"woke": True})])
+    store = ds.MemoryStore()
+    with pytest.raises(ds.RunWaiting):
+        nap.run(run_id, store)
+    listed: list[str] = []
+    list_runs = store.list_runs
+
+    def counted(**filters: Any) -> Any:
+        listed.append(filters["status"])
+        return list_runs(**filters)
+
+    store.list_runs = counted  # type: ignore[method-assign]
+    stop, ended = threading.Event(), []
+    options: dict[str, Any] = {"once": False, "concurrency": 2, "interval": 600.0}
+    options |= {"lease": 60.0, "owner": None, "echo": ended.append, "stop": stop}
+    workflows = [nap, ds.Workflow("idle", [ds.Step("x", lambda s: {})])]
+    serving = threading.Thread(target=serve, args=(store, workflows), kwargs=options)
+    serving.start()
+    try:
+        wait_until(lambda: store.load(run_id).status == "completed", "the nap's wake")
+    finally:
+        stop.set()
+        serving.join(60)
+    assert store.load(run_id).state == {"woke": True}
+    assert listed[:8] == ["running", "waiting"] * 4  # two looks, two workflows

@@ -32,7 +32,7 @@ from typing import Any
 from ..runner.store_io import now
 from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
-from .recovery import Recovered, candidates, known_workflows, next_wake, recover_one
+from .recovery import Recovered, candidates, known_workflows, recover_one
 
 
 def load_workflows(spec: str) -> list[Workflow]:
@@ -130,9 +130,13 @@ def serve(
             # this worker put to sleep, or one the last look saw coming.
             if free > 0 and time.monotonic() >= min([next_look, *wakes]):
                 busy = set(running.values()).__contains__
-                for run_id, name in candidates(store.list_runs, known, owner, free, busy):
+                soon: list[float] = []
+                look = candidates(
+                    store.list_runs, known, owner, free, busy, wakes=soon, within=interval
+                )
+                for run_id, name in look:
                     start(pool, run_id, name)
-                pause = min(interval, next_wake(store.list_runs, known, interval) or interval)
+                pause = min([interval, *(max(0.0, w - now()) + 0.01 for w in soon)])
                 next_look = time.monotonic() + pause
                 wakes[:] = [w for w in wakes if w > time.monotonic()]  # those looked for
             if running:

@@ -75,8 +75,9 @@ async def recover_async(
     known = known_workflows(workflows)
     done: list[Recovered] = []
     pick = _Picker(owner, limit)
+    t = now()
     for name in known:
-        for filters in _listings(name):
+        for filters in _listings(name, t):
             async for info in store.list_runs(**filters):  # type: ignore[attr-defined]
                 if pick.full():
                     return done
@@ -92,11 +93,12 @@ async def recover_async(
     return done
 
 
-def _listings(workflow: str) -> tuple[dict[str, Any], ...]:
-    """The listings of a pass for one workflow: its running runs, its due waiting ones."""
+def _listings(workflow: str, due_before: float) -> tuple[dict[str, Any], ...]:
+    """The listings of a pass for one workflow: its running runs, its waiting ones due
+    before ``due_before``."""
     return (
         {"status": "running", "workflow": workflow},
-        {"status": "waiting", "workflow": workflow, "due_before": now()},
+        {"status": "waiting", "workflow": workflow, "due_before": due_before},
     )
 
 
@@ -171,33 +173,26 @@ def candidates(
     owner: str | None,
     limit: int | None,
     skip: Callable[[str], bool] = lambda run_id: False,
+    *,
+    wakes: list[float] | None = None,
+    within: float = 0.0,
 ) -> Iterator[tuple[str, str]]:
     """(run id, workflow) of the running runs and the due waiting runs of known
-    workflows, with a free lease."""
+    workflows, with a free lease. With ``wakes``, the one listing of waiting runs
+    reaches ``within`` seconds further and puts there the wake times (or deadlines)
+    still to come: when the worker looks again. No state is read."""
     pick = _Picker(owner, limit, skip)
+    t = now()
     for name in known:
-        for filters in _listings(name):
+        for filters in _listings(name, t if wakes is None else t + within):
+            waiting = "due_before" in filters
             for info in list_runs(**filters):
-                if pick.full():
-                    return
-                if pick.takes(info):
+                if wakes is not None and waiting and info.wake_at is not None and info.wake_at > t:
+                    wakes.append(info.wake_at)
+                elif pick.full():
+                    if wakes is None:
+                        return
+                    if not waiting:
+                        break  # only wake times are still looked for
+                elif pick.takes(info):
                     yield info.run_id, name
-
-
-def next_wake(
-    list_runs: Callable[..., Iterator[RunInfo]], known: Mapping[str, Workflow], within: float
-) -> float | None:
-    """Seconds until the earliest wake time (or deadline) still to come of a waiting
-    run of a known workflow within the next ``within`` seconds, if any: a listing of
-    waiting runs due by then (no state read)."""
-    now_ = now()
-    soonest = min(
-        (
-            info.wake_at
-            for name in known
-            for info in list_runs(status="waiting", workflow=name, due_before=now_ + within)
-            if info.wake_at is not None and info.wake_at > now_  # (due ones were listed)
-        ),
-        default=None,
-    )
-    return None if soonest is None else max(0.0, soonest - now_) + 0.01
