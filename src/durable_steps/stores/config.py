@@ -233,11 +233,8 @@ S = TypeVar("S")
 def _file_store(cls: Callable[..., S], s: dict[str, Any], create: bool, named_by: str | None) -> S:
     """A (sync or async) file store; with ``create=False``, a directory that holds no
     store is a StoreError saying where it looked and what for."""
-    try:
-        return cls(s["path"], create=create, max_state_bytes=s["max_state_bytes"])
-    except StoreError:
-        if create or exists(s["path"]):
-            raise  # not a missing store: the store's own error says what failed
+    if create or exists(s["path"]):
+        return cls(s["path"], max_state_bytes=s["max_state_bytes"])
     where = Path(s["path"]).absolute()
     if named_by is None:
         why = (

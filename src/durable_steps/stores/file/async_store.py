@@ -21,9 +21,8 @@ class AsyncFileStore:
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
-        create: bool = True,
     ) -> None:
-        self.sync = FileStore(path, max_state_bytes=max_state_bytes, create=create)
+        self.sync = FileStore(path, max_state_bytes=max_state_bytes)
 
     def __repr__(self) -> str:
         return f"AsyncFileStore({str(self.sync.path)!r})"

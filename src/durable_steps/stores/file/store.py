@@ -105,16 +105,14 @@ def exists(path: str | os.PathLike[str]) -> bool:
 
 
 class FileStore:
-    """Checkpoints as files under ``path``, created if missing (``create=False``: a
-    ``StoreError`` instead, for tools that only read or change existing runs).
-    ``max_state_bytes``: the state size limit (default ``MAX_STATE_BYTES``)."""
+    """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
+    state size limit (default ``MAX_STATE_BYTES``)."""
 
     def __init__(
         self,
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
-        create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.max_state_bytes = state_limit(max_state_bytes)
@@ -124,13 +122,6 @@ class FileStore:
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
         self._known_lock = threading.Lock()
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
-        if not create and not exists(self.path):
-            raise StoreError(
-                f"there is no store at {self.path.absolute()} (no {self._runs.name}/ "
-                "directory in it): check DURABLE_FILE_PATH, or run from the directory "
-                "that holds .durable",
-                status_code=None,
-            )
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
