@@ -15,6 +15,7 @@ import durable_steps as ds
 from durable_steps.seam.document import dumps
 from durable_steps.seam.state import frozen_state, mark_stored
 from durable_steps.stores.cosmos import segments as sg
+from durable_steps.stores.cosmos import store as cosmos_store
 
 from ...conftest import Cosmos, SyncFacade
 from ...helpers.clitools import Cli
@@ -348,3 +349,31 @@ def test_the_account_key_is_not_kept_on_the_store(cosmos: Cosmos, loop: Any) -> 
             SyncFacade(store, loop).close() if isinstance(
                 store, ds.AsyncCosmosStore
             ) else store.close()
+
+
+def test_the_async_store_sends_at_most_parallel_requests_at_once(
+    cosmos: Cosmos, loop: Any, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting a run of 20 segments: the async store, like the sync one, has at most
+    ``PARALLEL`` of the deletes in flight at a time."""
+    attempt = ds.AsyncCosmosStore._attempt
+    flying, most = [0], [0]
+
+    async def counted(container: Any, call: Any) -> Any:
+        flying[0] += 1
+        most[0] = max(most[0], flying[0])
+        try:
+            return await attempt(container, call)
+        finally:
+            flying[0] -= 1
+
+    store = SyncFacade(cosmos.async_store(), loop)
+    try:
+        segmented(store, run_id, saves=20)
+        assert len(items_of(cosmos, run_id)) == 21
+        monkeypatch.setattr(ds.AsyncCosmosStore, "_attempt", staticmethod(counted))
+        assert store.delete(run_id)
+    finally:
+        store.close()
+    assert items_of(cosmos, run_id) == []
+    assert most[0] == cosmos_store.PARALLEL

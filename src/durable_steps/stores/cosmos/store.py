@@ -324,11 +324,21 @@ class AsyncCosmosStore(CosmosPrograms):
                 return stop.value  # type: ignore[no-any-return]
             container = self._container or await self._open()
             if isinstance(request, list):
-                calls = (self._attempt(container, c) for c in request)
-                value, error = list(await asyncio.gather(*calls)), None
+                value, error = await self._together(container, request), None
             else:
                 value = await self._attempt(container, request)
                 value, error = (None, value) if isinstance(value, AzureError) else (value, None)
+
+    @classmethod
+    async def _together(cls, container: Any, calls: list[SdkCall]) -> list[Any]:
+        """The calls' results, at most ``PARALLEL`` of them in flight, as the sync store."""
+        limit = asyncio.Semaphore(PARALLEL)
+
+        async def one(call: SdkCall) -> Any:
+            async with limit:
+                return await cls._attempt(container, call)
+
+        return list(await asyncio.gather(*(one(c) for c in calls)))
 
     @staticmethod
     async def _attempt(container: Any, call: SdkCall) -> Any:
