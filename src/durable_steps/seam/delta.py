@@ -92,12 +92,13 @@ def _calls(
     if known is not None:
         by_index = {r["i"]: r for r in calls}
         if all(r["i"] in by_index for r in known):  # nothing dropped: records added
-            # Records are frozen: one that is stored is the very object in both.
-            stored = {id(r) for r in known}
-            new = [r for r in calls if id(r) not in stored]
+            # A record kept is the very object in both -- or, after a load (the runner
+            # freezes a loaded journal anew), an equal one.
+            kept = {r["i"] for r in known if by_index[r["i"]] is r or by_index[r["i"]] == r}
+            new = [r for r in calls if r["i"] not in kept]
             if not new:
                 return b"", size
-            replaced = [r for r in known if by_index[r["i"]] is not r]
+            replaced = [r for r in known if r["i"] not in kept]
             return _added(new, replaced, len(known), len(calls), size)
     whole = dumps(list(calls))
     return b'"calls":' + whole, len(whole)

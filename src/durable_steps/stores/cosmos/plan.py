@@ -17,7 +17,7 @@ from typing import Any
 
 from ...seam import delta
 from ...seam.document import to_document
-from ...seam.state import Records, delta_since
+from ...seam.state import delta_since
 from ...seam.store import Checkpoint, check_size
 from . import segments as sg
 from .items import Items, Known, Write
@@ -72,7 +72,7 @@ def prepare(items: Items, cp: Checkpoint, limit: int) -> Prepared:
     doc = to_document(cp)  # validates the state, the signals and the journal
     known = items.known_at(cp.run_id, cp.etag)
     change = delta_since(cp.state, cp.etag) if known is not None else None
-    stored = None if known is None else _aligned(known.calls, cp.calls)
+    stored = None if known is None else known.calls
     sizes_before = None if known is None else known.sizes
     parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before)
     if sizes is None:  # a change of a version whose sizes are unknown: measure it whole
@@ -211,20 +211,3 @@ class _Planner:
             self._remember(write, chain=chain, fold=fold, until=self.until),
         )
 
-
-def _aligned(
-    stored: tuple[Mapping[str, Any], ...] | None, calls: Sequence[Mapping[str, Any]]
-) -> tuple[Mapping[str, Any], ...] | None:
-    """The journal as stored, with each record that the checkpoint holds again (equal,
-    though another object: the runner freezes a loaded journal anew) replaced by the
-    checkpoint's own, so that ``delta.encode`` takes it for unchanged."""
-    if stored is None or calls is stored:
-        return stored
-    if isinstance(calls, Records) and calls.base is stored:
-        return stored  # the runner's journal, made on top of the stored one
-    mine = {r["i"]: r for r in calls}
-    out = []
-    for record in stored:
-        again = mine.get(record["i"])
-        out.append(again if again is not None and (again is record or again == record) else record)
-    return tuple(out)
