@@ -210,4 +210,3 @@ class _Planner:
             None if first else (fold, seg),
             self._remember(write, chain=chain, fold=fold, until=self.until),
         )
-
