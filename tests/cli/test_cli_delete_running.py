@@ -15,6 +15,7 @@ import pytest
 import durable_steps as ds
 
 from ..helpers.clitools import Cli
+from ..helpers.waiting import wait_until
 
 
 def _owner(
@@ -26,11 +27,13 @@ def _owner(
     outcome: dict[str, Any] = {}
 
     def blocking(state: Any) -> dict[str, Any]:
+        outcome["keeper"] = ds.current_step().journal.driver.keep  # type: ignore[union-attr]
         started.set()
         assert release.wait(60)
         return {"b": 1}
 
     async def blocking_async(state: Any) -> dict[str, Any]:
+        outcome["keeper"] = ds.current_step().journal.driver.keep  # type: ignore[union-attr]
         started.set()
         while not release.is_set():  # awaiting, so that a cancellation ends it at once
             await asyncio.sleep(0.01)
@@ -77,8 +80,11 @@ def test_deleting_a_running_run_tells_its_owner_it_was_deleted(
         deleted = Cli(env)("runs", "delete", run_id, "--yes")
         assert deleted.returncode == 0, deleted.stderr
         assert f"deleted run '{run_id}'" in deleted.stderr
-        if found_by == "a-heartbeat":
-            time.sleep(1.5)  # several beats while the step still blocks
+        if found_by == "a-heartbeat":  # while the step still blocks
+            keeper = outcome["keeper"]
+            wait_until(lambda: keeper.lost is not None, "a heartbeat to find the run gone")
+            if mode == "async":
+                wait_until(lambda: "ended" in outcome, "run_async to cancel the step")
         released = time.monotonic()
     finally:
         release.set()

@@ -139,13 +139,20 @@ def test_two_agent_runs_in_one_step_are_told_apart(run_id: str, effects: Effects
     """Each agent run of a step gets its own run_id, the same ones when the step reruns."""
     agent = agents.test_agent()
 
+    seen: list[list[str]] = []
+
     def twice(state: Any) -> dict[str, Any]:
         first, second = agent.run_sync("a"), agent.run_sync("b")
-        return {"ids": [first.run_id, second.run_id]}
+        seen.append([first.run_id, second.run_id])
+        if len(seen) == 1:
+            raise Crash  # after both runs: the step runs again
+        return {"ids": seen[-1]}
 
     store = ds.MemoryStore()
+    with pytest.raises(Crash):
+        ds.run(run_id, [ds.Step("twice", twice)], store)
     ids = ds.run(run_id, [ds.Step("twice", twice)], store)["ids"]
-    assert len(set(ids)) == 2
+    assert len(set(ids)) == 2 and seen == [ids, ids]
     assert ds.run(f"{run_id}-again", [ds.Step("twice", twice)], store)["ids"] != ids
 
 

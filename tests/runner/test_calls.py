@@ -16,7 +16,7 @@ import pytest
 import durable_steps as ds
 from durable_steps.seam.state import Records
 
-from ..conftest import Api
+from ..conftest import Api, pause_with
 
 
 class Crash(Exception):
@@ -136,12 +136,17 @@ def test_a_result_that_is_not_json_fails_the_call_and_records_nothing(
 
 
 def test_a_call_is_retried_in_place_with_its_attempts_counted(
-    api: Api, run_id: str, pauses: list[float]
+    api: Api, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """retry=Retry(...): the call runs again after a backoff; the next attempt is recorded
     before each pause; inside the function, the attempt counts up and the idempotency
     key stays the call's own (the same on every retry, another for every call)."""
     seen: list[tuple[int, str]] = []
+    stored: list[list[tuple[int, int]]] = []  # the journal as stored, at each pause
+    pause_with(
+        monkeypatch,
+        lambda s: stored.append([(r["i"], r["attempt"]) for r in api.store.load(run_id).calls]),
+    )
 
     def flaky() -> str:
         ctx = ds.current_step()
@@ -165,7 +170,7 @@ def test_a_call_is_retried_in_place_with_its_attempts_counted(
     assert [attempt for attempt, _ in seen] == [1, 2, 3, 1]
     keys = [key for _, key in seen]
     assert keys[0] == keys[1] == keys[2] != keys[3]
-    assert len(pauses) == 2
+    assert stored == [[(0, 2)], [(0, 3)]]
 
 
 def test_a_call_out_of_attempts_raises_into_the_step(

@@ -141,8 +141,9 @@ def test_an_async_step_is_cancelled_at_the_next_heartbeat(
             while (await store.load(run_id)) is None:
                 await asyncio.sleep(0.01)
             assert await ds.cancel_run_async(store, run_id) is True
-            with pytest.raises(ds.RunCancelledError):
-                await asyncio.wait_for(owner, 60)
+            done, _ = await asyncio.wait({owner}, timeout=30)  # never cancels the owner
+            assert done, "the heartbeat did not stop the step"
+            assert isinstance(owner.exception(), ds.RunCancelledError)
             cp = await store.load(run_id)
             assert cp is not None
             return cp  # type: ignore[no-any-return]
@@ -179,8 +180,10 @@ def test_a_cancellation_racing_the_owner_never_overwrites_its_saves(
     first (ConflictError) or it is cancelled with exactly the steps the owner saw saved;
     no step's save is ever lost under the cancellation."""
 
+    ran: list[int] = []
+
     def step(i: int) -> ds.Step:
-        return ds.Step(f"s{i}", lambda state: {f"s{i}": i})
+        return ds.Step(f"s{i}", lambda state: ran.append(i) or {f"s{i}": i})
 
     outcome: list[Any] = []
 
@@ -209,5 +212,6 @@ def test_a_cancellation_racing_the_owner_never_overwrites_its_saves(
         assert isinstance(outcome[0], ds.RunCancelledError)
         assert cp.status == "cancelled"
         assert dict(cp.state) == {f"s{i}": i for i in range(len(cp.steps))}
+        assert len(cp.steps) >= len(ran) - 1  # all saved but the step the save refused
     else:
         assert outcome[0] == {f"s{i}": i for i in range(40)} and cp.status == "completed"

@@ -121,6 +121,7 @@ def test_a_heartbeat_that_finds_another_owner_stops_the_step(api: Api, run_id: s
     neither saves its result."""
     steal = thief(api, run_id)
     cancelled: list[bool] = []
+    noticed: list[bool] = []  # by the heartbeat, while the sync step still ran
 
     async def slow_async(state: Any) -> None:
         await steal()
@@ -132,12 +133,17 @@ def test_a_heartbeat_that_finds_another_owner_stops_the_step(api: Api, run_id: s
 
     def slow_sync(state: Any) -> dict[str, int]:
         steal()
+        keeper = ds.current_step().journal.driver.keep  # type: ignore[union-attr]
+        try:  # an error here would end as LeaseLostError too: note what was seen instead
+            wait_until(lambda: keeper.lost is not None, "the heartbeat to find the thief", 30)
+        finally:
+            noticed.append(keeper.lost is not None)
         return {"x": 1}
 
     step = Step("slow", slow_async if api.is_async else slow_sync)
     with pytest.raises(ds.LeaseLostError):
         api.run(run_id, [step], lease=0.3)
-    assert cancelled == ([True] if api.is_async else [])
+    assert (cancelled, noticed) == (([True], []) if api.is_async else ([], [True]))
     cp = api.store.load(run_id)
     assert (cp.step, cp.owner) == (-1, "thief")
 

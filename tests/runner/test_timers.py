@@ -95,7 +95,7 @@ def test_sleep_until_takes_an_aware_datetime_or_epoch_seconds(
         api.run(f"{run_id}-naive", [api.step("step", naive)])
 
 
-@pytest.mark.parametrize("bad", [-1, float("nan"), "60"])
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "60"])
 def test_a_sleep_of_no_sensible_length_is_refused(api: Api, run_id: str, bad: Any) -> None:
     """A negative, infinite or non-number length is refused in the step, nothing saved
     as waiting."""
