@@ -96,6 +96,7 @@ class Items:
     def __init__(self, escaped: bool, finished_ttl: int | None) -> None:
         self.escaped, self.finished_ttl = escaped, finished_ttl
         self.patch = True
+        self.measure = Measure(self.dump, self.length)  # reads ``escaped`` when it measures
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
 
@@ -104,10 +105,6 @@ class Items:
 
     def length(self, text: str) -> int:
         return len(text) if self.escaped else len(text.encode())
-
-    @property
-    def measure(self) -> Measure:
-        return Measure(self.dump, self.length)
 
     def write(
         self, cp: Checkpoint, body: dict[str, Any], *, partial: bool, too_large: str
@@ -166,7 +163,7 @@ class Items:
     def _piece(self, key: str, value: str) -> int:
         """Bytes of ``"key":value`` and its comma in a body (a body is ``{``, its pieces
         separated by commas, and ``}``: 1 + the sum of this over its fields)."""
-        return self.length(self.dump(key)) + 1 + self.length(value) + 1
+        return self.measure.piece(key, self.length(value))
 
     def _with_size(self, unsized: int) -> int:
         """The bytes of a body of ``unsized`` bytes once its own ``size`` is in it."""
