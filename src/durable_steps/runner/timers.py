@@ -20,7 +20,7 @@ import math
 from datetime import datetime
 
 from ..seam.errors import Suspend
-from .step import current_step
+from .journal import _journal
 from .store_io import now
 
 
@@ -45,9 +45,7 @@ def sleep_until(when: datetime | float) -> None:
 
 
 def _until(wake: float) -> None:
-    journal = current_step().journal
-    if journal is None:
-        raise RuntimeError("sleep() is only available inside a step run by run() or run_async()")
+    journal = _journal("sleep")
     i, record = journal.take("sleep", "sleep")
     if record is not None:
         wake = record["wake_at"]  # the first time decided it
