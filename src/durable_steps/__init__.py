@@ -12,7 +12,8 @@ from .runner.journal import call, call_async
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
-from .runner.step import Step, StepContext, current_step
+from .runner.step import Step, StepContext, current_step, running_steps
+from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
 from .seam.errors import (
@@ -95,11 +96,13 @@ __all__ = [
     "recover_async",
     "run",
     "run_async",
+    "running_steps",
     "send_signal",
     "send_signal_async",
     "sleep",
     "sleep_until",
     "store_from_env",
+    "track_tasks",
     "wait_for_result",
     "wait_for_result_async",
     "wait_for_signal",

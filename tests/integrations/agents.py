@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,22 @@ def test_agent() -> Agent[None, str]:
 
 
 AGENTS: dict[str, Callable[[], Agent[None, str]]] = {"function": function_agent, "test": test_agent}
+
+
+def effect_of(call: str) -> str | None:
+    """The side effect a recorded call of these agents stands for (None: none)."""
+    if call.startswith("model.request"):
+        return "model"
+    if call.startswith("tool.") and not call.endswith(".validate_args"):
+        return call
+    return None
+
+
+def kept(calls: Any) -> Counter[str]:
+    """The side effects of the calls a checkpoint has recorded: what must not run again."""
+    return Counter(e for r in calls if "result" in r and (e := effect_of(r["name"])) is not None)
+
+
 EXPECTED_EFFECTS = {"function": FUNCTION_EFFECTS, "test": TEST_EFFECTS}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from pydantic_ai import (
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.exceptions import UserError
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -60,21 +61,22 @@ def test_an_interrupted_agent_resumes_without_repeating_a_finished_call(
     api: Api, run_id: str, effects: Effects, when: str
 ) -> None:
     """Interrupted at each model request and tool call (before it runs, or after it ran and
-    before it was recorded), then run again: the finished calls are replayed, not run; the
-    output is an uninterrupted run's (every backend, run and run_async)."""
-    want = agents.FUNCTION_EFFECTS
-    for k in range(len(want)):
+    before it was recorded), then run again: exactly the calls not recorded run again
+    (tools of one model response run concurrently, so a sibling of the interrupted call
+    may have finished meanwhile), and the output is an uninterrupted run's (every
+    backend, run and run_async)."""
+    want = Counter(agents.FUNCTION_EFFECTS)
+    for k in range(len(agents.FUNCTION_EFFECTS)):
         agent = agents.function_agent()
         effects(at=k, when=when)
         cp = interrupted(api, f"{run_id}-{k}", agent)
-        assert names(cp) == agents.FUNCTION_CALLS[:k]
-        first = [e.split()[0] for e in agents.EFFECTS.seen]
+        kept = agents.kept(cp.calls)
+        first = Counter(e.split()[0] for e in agents.EFFECTS.seen)
+        assert kept <= first, f"interrupted at {k}"
         again = effects()
         state = api.run(f"{run_id}-{k}", [step_for(api, agent)])
         assert state["output"] == agents.FUNCTION_OUTPUT
-        assert [*first, *(e.split()[0] for e in again.seen)] == (
-            want if when == "before" else [*want[: k + 1], *want[k:]]
-        ), f"interrupted at {k}"
+        assert Counter(e.split()[0] for e in again.seen) == want - kept, f"interrupted at {k}"
 
 
 def test_calls_are_named_by_kind_and_tool_and_hold_plain_json(
@@ -107,13 +109,16 @@ def test_a_model_retry_replays_as_data(run_id: str, effects: Effects) -> None:
 
 
 def test_a_changed_tool_name_on_resume_is_a_step_mismatch(run_id: str, effects: Effects) -> None:
-    """Resumed with a tool renamed: StepMismatchError, and the renamed tool never runs."""
+    """Resumed with a tool renamed: the run fails loudly, and the renamed tool never runs."""
     store = ds.MemoryStore()
     effects(at=3)
     with pytest.raises(Crash):
         ds.run(run_id, [agents.sync_step(agents.function_agent())], store)
     again = effects()
-    with pytest.raises(ds.StepMismatchError, match=r"tool\.add"):
+    # The recorded model response asks for "add", which the agent no longer has: either
+    # the recorded tool call is asked for under its new name (StepMismatchError), or
+    # Pydantic AI refuses the unknown tool -- loudly either way, and "plus" never runs.
+    with pytest.raises((ds.StepMismatchError, UnexpectedModelBehavior)):
         ds.run(run_id, [agents.sync_step(agents.function_agent(tool_name="plus"))], store)
     assert [e for e in again.seen if e.startswith("tool.")] == []
 
@@ -361,11 +366,11 @@ def test_an_mcp_server_s_tools_are_durable(run_id: str, tmp_path: Path) -> None:
     store = ds.MemoryStore()
     with pytest.raises(Crash):
         ds.run(run_id, [ds.Step("s", step)], store)
-    assert names(store.load(run_id)) == [
-        "toolset.docs.get_tools",
+    assert sorted(names(store.load(run_id))) == [  # (records are kept by task, not by time)
+        "model.request",
         "model.request",
         "tool.lookup",
-        "model.request",
+        "toolset.docs.get_tools",
     ]
     assert ds.run(run_id, [ds.Step("s", step)], store) == {"output": "got page about leases"}
     assert calls.read_text().split() == ["lookup"]

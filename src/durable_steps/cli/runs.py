@@ -217,6 +217,8 @@ def calls_of(cp: Checkpoint) -> list[dict[str, Any]]:
     for r in cp.calls:
         kind = r.get("kind", "call")
         entry: dict[str, Any] = {"index": r["i"], "kind": kind, "name": r["name"]}
+        if r.get("task"):  # made by a task the step created: numbered within it
+            entry["task"] = r["task"]
         if "result" in r:
             entry |= {"size": len(json.dumps(r["result"]).encode()), "at": r.get("at")}
         elif kind == "call":
@@ -296,13 +298,14 @@ def _show_calls(cp: Checkpoint) -> None:
         return
     say((f"recorded calls of step {cp.step + 1}", "bold"))
     for c in calls_of(cp):
+        at = f"{c['task']}/{c['index']}" if "task" in c else str(c["index"])  # task/index
         if "size" in c:
-            say(f"  {c['index']:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
+            say(f"  {at:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
         elif c["kind"] == "call":
-            say(f"  {c['index']:>3} {c['name']}  (failed; attempt {c['attempt']} next)")
+            say(f"  {at:>3} {c['name']}  (failed; attempt {c['attempt']} next)")
         else:
             until = when(c["until"]) if c["until"] is not None else "its signal"
-            say(f"  {c['index']:>3} {c['kind']} {c['name']}  until {until}")
+            say(f"  {at:>3} {c['kind']} {c['name']}  until {until}")
 
 
 def _lease(cp: Checkpoint, now: float) -> str:

@@ -44,6 +44,8 @@ at a time inside a step (the journal numbers calls in the order they start).
 from __future__ import annotations
 
 import copy
+import functools
+import logging
 import re
 import uuid
 import weakref
@@ -57,6 +59,8 @@ from durable_steps import (
     StepContext,
     call_async,
     current_step,
+    running_steps,
+    track_tasks,
 )
 
 INSTALL = "pip install 'durable-steps[pydantic-ai]'"
@@ -65,6 +69,7 @@ SUPPORTED = (2, 62), (3, 0)
 ``[pydantic-ai]`` extra pins the same range)."""
 
 try:
+    from pydantic_ai import Agent
     from pydantic_ai import __version__ as PYDANTIC_AI_VERSION
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.durable_exec import (
@@ -200,16 +205,16 @@ def _not_json(exc: Exception) -> BaseException:
     )
 
 
-_RUNS: dict[int, int] = {}
-"""Agent runs started so far in each step attempt (by the identity of its context,
-while it lives): the n of a run's default id."""
+_RUNS: dict[tuple[int, str], int] = {}
+"""Agent runs started so far in each step attempt (by the identity of its journal,
+while it lives) and task scope: the n of a run's default id."""
 
 
 def _nth_run(ctx: StepContext) -> int:
-    key = id(ctx)
+    key = (id(ctx.journal), ctx.task)
     if key not in _RUNS:
         _RUNS[key] = 0
-        weakref.finalize(ctx, _RUNS.pop, key, None)
+        weakref.finalize(ctx.journal, _RUNS.pop, key, None)
     _RUNS[key] += 1
     return _RUNS[key]
 
@@ -251,7 +256,7 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
         unsupported_runtime_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
         tool_call_result_upgrade_lenient=False,
         journal_discovery=True,
-        sequential_tools_in_durable_context=True,
+        sequential_tools_in_durable_context=False,  # each tool call its task's own call
         tool_config_key=None,  # every tool a call: no per-tool opt-out
     )
 
@@ -292,10 +297,76 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
         ctx = _step()
         if ctx is None:
             return None
-        return str(uuid.uuid5(_IDS, f"{ctx.idempotency_key}:{_nth_run(ctx)}"))
+        n = _nth_run(ctx)
+        where = f"{ctx.task}:{n}" if ctx.task else str(n)  # the step's own: ids as before
+        return str(uuid.uuid5(_IDS, f"{ctx.idempotency_key}:{where}"))
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
+    def get_run_clock(self) -> Any:
+        # Asked once as a run starts, in the run's own task, before it creates the tasks
+        # that make model requests and run tools: name them, so that each replays its own
+        # calls (under run_sync, in a run() step; run_async() names them already).
+        _not_in_a_stray_thread()
+        track_tasks()
+        return super().get_run_clock()
+
+
+def _not_in_a_stray_thread() -> None:
+    """Refuse a run outside any step's context while steps run in this process: most
+    likely in a thread a step started (a ThreadPoolExecutor), where nothing would be
+    recorded and every call would run again after a crash."""
+    try:
+        current_step()
+    except RuntimeError:
+        if running_steps():
+            raise RuntimeError(
+                "a Durable() agent runs outside any step's context while a durable step runs "
+                "in this process -- in a thread the step started? Its model requests and "
+                "tool calls would not be recorded, and would all run again after a crash. "
+                "Run the agent in the step's own thread or task (to run several at once, "
+                "gather 'await agent.run(...)' in a run_async() step), or use an agent "
+                "without Durable() for work that need not be durable"
+            ) from None
+
+
+_log = logging.getLogger("durable_steps")
+_WARNED: set[int] = set()
+"""The agents warned about (by identity, while they live: agents are not hashable)."""
+
+
+def _warn_if_plain(agent: Any, capabilities: Any) -> None:
+    """Once per agent: a run inside a step of an agent without Durable() is not durable."""
+    if _step() is None or id(agent) in _WARNED:
+        return
+    found: list[object] = []
+    try:
+        agent._root_capability.apply(found.append)  # Pydantic AI's own tree of capabilities
+    except AttributeError:  # another agent class, or a newer layout: say nothing
+        return
+    if not any(isinstance(c, Durable) for c in [*found, *(capabilities or ())]):
+        _WARNED.add(id(agent))
+        weakref.finalize(agent, _WARNED.discard, id(agent))
+        _log.warning(
+            "agent %r runs inside step %r of run %r without Durable(): its model requests "
+            "and tool calls are not recorded and will all run again if the step does. Give "
+            "it capabilities=[Durable()]",
+            agent.name,
+            current_step().name,
+            current_step().run_id,
+        )
+
+
+def _checked_iter(iter_: Any) -> Any:
+    def iter(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _warn_if_plain(self, kwargs.get("capabilities"))
+        return iter_(self, *args, **kwargs)
+
+    return functools.wraps(iter_)(iter)
+
+
+Agent.iter = _checked_iter(Agent.iter)  # type: ignore[method-assign] # every run goes through it
 
 
 def _check_leaf(toolset: AbstractToolset[Any]) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..seam.errors import DurableError, LeaseLostError, RunWaiting, Suspend
-from ..seam.state import Records, records
+from ..seam.state import Records, call_key, records
 from ..seam.store import Checkpoint, evolve
 from .step import Step
 from .telemetry import log
@@ -106,22 +106,22 @@ def journal_of(calls: Sequence[Mapping[str, Any]]) -> Records:
 
 
 def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> Records:
-    """Two views of one step's journal as one, in index order: ``new`` on top of
-    ``old``. Of two records of one index the later wins: a result over an attempt
+    """Two views of one step's journal as one, in key order: ``new`` on top of
+    ``old``. Of two records of one key the later wins: a result over an attempt
     count, a higher count over a lower (calls gathered under ``run_async`` record
     concurrently, each from its own view)."""
     if isinstance(new, Records) and new.base is old:
         return new  # made on top of old: nothing to merge
-    merged = {r["i"]: r for r in old}
+    merged = {call_key(r): r for r in old}
     for r in new:
-        had = merged.get(r["i"])
+        had = merged.get(key := call_key(r))
         if had is None or had is r or _later(r, had):
-            merged[r["i"]] = r
+            merged[key] = r
     kept = {id(r) for r in old}
-    added = tuple(merged[i] for i in sorted(merged) if id(merged[i]) not in kept)
-    replaced = tuple(r for r in old if merged[r["i"]] is not r)
+    added = tuple(merged[k] for k in sorted(merged) if id(merged[k]) not in kept)
+    replaced = tuple(r for r in old if merged[call_key(r)] is not r)
     base = old if isinstance(old, tuple) else tuple(old)  # the stored one: stores know it
-    return records((merged[i] for i in sorted(merged)), base, added, replaced)
+    return records((merged[k] for k in sorted(merged)), base, added, replaced)
 
 
 def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

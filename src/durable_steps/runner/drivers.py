@@ -24,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..seam.store import AsyncStore, Store
+from . import tasks
 from .heartbeat import Heartbeat
 from .lease_keeper import LeaseKeeper
 from .requests import Call, Load, Request, Save, execute, execute_async
 from .run import RunProgram
-from .step import Step, _current
+from .step import Step, running
 from .store_io import AsyncIO, plain
 
 
@@ -102,6 +103,10 @@ async def drive_async(r: RunProgram, store: AsyncStore) -> dict[str, Any]:
         driver.close()
 
 
+def _what(op: Call) -> tuple[int, str, int]:
+    return op.context.index, op.step.name, op.context.attempt
+
+
 def _not_async(op: Call, result: object) -> None:
     if result is None or type(result) is dict:  # the common cases, before a slow ABC check
         return
@@ -145,12 +150,11 @@ class SyncDriver:
 
     def call(self, op: Call) -> Any:
         op.context.journal.driver = self  # the step's calls save through this driver
-        token = _current.set(op.context)
+        op.context.journal.scopes.own("")  # the step's scope is this thread's
         try:
-            with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+            with running(op.context), self.r.obs.step(*_what(op)):
                 result = op.step.fn(op.state)
         finally:
-            _current.reset(token)
             op.context.journal.closed = True
         _not_async(op, result)
         return result
@@ -190,7 +194,7 @@ class AsyncDriver:
         if self.io.cancelled:
             raise asyncio.CancelledError  # held back during a save: raised before the step
         stop = asyncio.Event()
-        beat = asyncio.create_task(self.beat(stop))
+        beat = tasks.untracked(self.beat(stop))
         self.stepping = asyncio.current_task()
         try:
             result = await (self.call(op) if isinstance(op, Call) else self.io(op))
@@ -210,14 +214,14 @@ class AsyncDriver:
 
     async def call(self, op: Call) -> Any:
         op.context.journal.driver = self  # the step's calls save through this driver
-        token = _current.set(op.context)
+        op.context.journal.scopes.own("")  # the step's scope is this task's
+        tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
         try:
-            with self.r.obs.step(op.context.index, op.step.name, op.context.attempt):
+            with running(op.context), self.r.obs.step(*_what(op)):
                 result = op.step.fn(op.state)
                 if inspect.isawaitable(result):
                     result = await result
         finally:
-            _current.reset(token)
             op.context.journal.closed = True
         return result
 

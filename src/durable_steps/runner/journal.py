@@ -9,18 +9,22 @@ first unrecorded call runs. ``await call_async(...)`` is the same under
 step (its save then blocks that coroutine's loop for the moment it takes).
 
 Design. Each step attempt has a ``Journal``: the step's records as the checkpoint
-holds them (``Checkpoint.calls``, one per call, sleep or wait, by index ``i``) and
-a counter. Every durable operation of the step takes the next index when it is
-made -- ``call_async`` when it is called, so calls gathered with ``asyncio.gather``
-or a ``TaskGroup`` are numbered in the order they were started -- and checks the
-record there: a record of another kind or name means the step's code changed, or
-is not deterministic between calls: ``StepMismatchError`` naming both, before
-anything runs. The records:
+holds them (``Checkpoint.calls``, one per call, sleep or wait) and their numbering.
+Every durable operation of the step takes the next index *of its scope* when it is
+made -- the task (or thread) that makes it, named by its place in its parent
+(``tasks``): so calls gathered with ``asyncio.gather`` or a ``TaskGroup`` each replay
+their own records whatever the timing -- and checks the record there: a record of
+another kind or name means the step's code changed, or is not deterministic between
+calls: ``StepMismatchError`` naming both, before anything runs. ``call_async`` takes
+its index when it is called (``gather(call_async(a), call_async(b))`` numbers them in
+the order written, in the caller's scope). The records (``task`` only outside the
+step's own scope):
 
     {"i": 3, "name": "llm", "at": 1733..., "result": <JSON>}          a finished call
     {"i": 3, "name": "llm", "attempt": 2, "first": 1, "round": 1}     a call being retried
     {"i": 4, "name": "sleep", "kind": "sleep", "wake_at": 1733...}    a sleep (``timers``)
     {"i": 5, "name": "approval", "kind": "wait", "deadline": null}    a wait (``signals``)
+    {"i": 0, "task": "1", "name": "llm", "at": 1733..., "result": ...} task 1's first call
 
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
 function, ``Record`` a record, ``Sleep`` between retries -- carried out by
@@ -47,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import itertools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import replace
@@ -55,12 +58,13 @@ from typing import Any, NamedTuple, TypeVar
 
 from ..seam import metering
 from ..seam.errors import StepMismatchError
-from ..seam.state import freeze, thaw
+from ..seam.state import call_key, freeze, thaw
 from ..seam.store import check_name
 from . import store_io
 from .requests import Sleep, execute, execute_async
 from .retry import NEVER_RETRIED, ONCE, Retry
 from .step import StepContext, _current, current_step
+from .tasks import Scopes, join
 from .telemetry import CallSpan
 
 T = TypeVar("T")
@@ -82,37 +86,53 @@ class Record(NamedTuple):
 
 
 class Journal:
-    """The durable operations of one step attempt (see the top), numbered."""
+    """The durable operations of one step attempt (see the top), numbered by scope
+    (``tasks``)."""
 
-    __slots__ = ("_by_index", "_count", "closed", "driver", "records", "run")
+    __slots__ = ("__weakref__", "_by_key", "closed", "driver", "records", "run", "scopes")
 
     def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
         self.run, self.records = run, records
         self.driver: Any = None
         """Set by the driver that runs the step (``drivers``): its program ``r``, its
         ``do``, its lease keeper ``keep``, ``is_async``, and (async) its ``io``."""
-        self._by_index: dict[int, Mapping[str, Any]] | None = None
-        self._count = itertools.count()
+        self._by_key: dict[tuple[str, int], Mapping[str, Any]] | None = None
+        self.scopes = Scopes(run.run_id, self._where)
         self.closed = False
         """Set by the driver when the step's function has returned or raised: a call
         still running then (a task it did not wait for) records nothing."""
 
-    def take(self, kind: str, name: str) -> tuple[int, Mapping[str, Any] | None]:
-        """The next index, and what is recorded there (checked against what is asked)."""
-        i = next(self._count)
-        if self._by_index is None:
-            self._by_index = {r["i"]: r for r in self.records}
-        record = self._by_index.get(i)
+    def _where(self) -> str:
+        return f"run {self.run.run_id!r}: step {self.run.cp.step + 1}"
+
+    def take(self, kind: str, name: str) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+        """The key fields of the next operation of the caller's scope (``{"i": 3}``, or
+        ``{"i": 0, "task": "1"}`` in a task the step created), and what is recorded there,
+        checked against what is asked."""
+        scope, i = self.scopes.take(current_step(), kind, name)
+        if self._by_key is None:
+            self._by_key = {call_key(r): r for r in self.records}
+        record = self._by_key.get((scope, i))
         if record is not None and (record.get("kind", "call"), record["name"]) != (kind, name):
             was = f"{record.get('kind', 'call')} {record['name']!r}"
+            where = f"durable operation {i}" + (f" of task {scope}" if scope else "")
             raise StepMismatchError(
-                f"run {self.run.run_id!r}: step {self.run.cp.step + 1} made {was} as its "
-                f"durable operation {i} last time, and now asks for {kind} {name!r}; nothing "
-                "was run. The step's code changed, or it is not deterministic between calls: "
-                "make the same calls in the same order (or use a new run id)",
+                f"{self._where()} made {was} as its {where} last time, and now asks "
+                f"for {kind} {name!r}; nothing was run. The step's code changed, or it is not "
+                "deterministic between calls: make the same calls in the same order (or "
+                "use a new run id)",
                 run_id=self.run.run_id,
             )
-        return i, record
+        return ({"i": i, "task": scope} if scope else {"i": i}), record
+
+    def unasked(self) -> list[str]:
+        """The recorded operations this attempt never asked for (after the step returned):
+        its code changed, or is not deterministic between calls -- worth a warning."""
+        return [
+            f"{r['name']} ({r['task']}/{r['i']})" if r.get("task") else f"{r['name']} ({r['i']})"
+            for r in self.records
+            if r["i"] >= self.scopes.made(r.get("task", ""))
+        ]
 
     def check(self) -> None:
         """No other call starts once the run is lost (lease taken, cancelled, deleted),
@@ -158,8 +178,9 @@ def call_async(
     **kwargs: Any,
 ) -> Coroutine[Any, Any, T]:
     """``call`` for coroutines: ``await call_async(name, fn, *args)``, ``fn`` plain or
-    async. It takes its place in the step's journal when it is called, so calls
-    started together (``asyncio.gather``) are numbered in the order they were made."""
+    async. It takes its place in its task's numbering when it is called, so calls
+    started together (``asyncio.gather(call_async(...), ...)``) are numbered in the
+    order they were written; calls of tasks the step created, within each task."""
     journal = _journal("call_async")
     program = _call(journal, name, fn, args, kwargs, retry=retry)
     try:
@@ -200,7 +221,8 @@ def _call(
     check_name(name, "call name")
     if not callable(fn):
         raise TypeError(f"call({name!r}, fn, ...): fn must be callable, not {fn!r}")
-    i, record = journal.take("call", name)
+    key, record = journal.take("call", name)
+    i = key["i"]
     ctx = current_step()
     obs = journal.run.obs
     if record is not None and "result" in record:
@@ -215,9 +237,11 @@ def _call(
         journal.check()
         span = obs.call(ctx.index, i, name, attempt)
         try:
-            value = yield Invoke(
-                fn, args, kwargs, replace(ctx, call=(i, name), attempt=attempt), span
-            )
+            inside = replace(
+                ctx, call=(i, name), attempt=attempt, task=join(ctx.task, f"c{i}"),
+                call_scope=ctx.task,
+            )  # fmt: skip
+            value = yield Invoke(fn, args, kwargs, inside, span)
         except BaseException as exc:
             span.ended(exc)
             used = attempt - first + 1
@@ -227,7 +251,7 @@ def _call(
             yield Record(
                 journal,
                 freeze(
-                    {"i": i, "name": name, "attempt": attempt, "first": first,
+                    {**key, "name": name, "attempt": attempt, "first": first,
                      "round": ctx.first_attempt},
                     "", ctx.run_id, 0, "call record",
                 )
@@ -240,7 +264,7 @@ def _call(
         except BaseException as exc:
             span.ended(exc)
             raise
-        done = {"i": i, "name": name, "at": time.time(), "result": result}
+        done = {**key, "name": name, "at": time.time(), "result": result}
         yield Record(journal, freeze(done, "", ctx.run_id, 0, "call result"), span)
         return thaw(result)
 

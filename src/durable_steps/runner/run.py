@@ -149,6 +149,13 @@ class RunProgram:
             )
             try:
                 done = self.completed(i, step, (yield Call(step, ctx, self.state)))
+                if unasked := journal.unasked():
+                    log.warning(
+                        "run %r: step %d %r completed without asking for %d recorded "
+                        "operation(s) %s: its code changed, or it is not deterministic "
+                        "between calls (a branch taken by timing?)",
+                        *(self.run_id, i, step.name, len(unasked), ", ".join(unasked[:5])),
+                    )
             except Suspend as wait:
                 if (yield from self.suspend(i, step, wait)):
                     continue

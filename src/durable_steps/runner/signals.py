@@ -53,12 +53,12 @@ def wait_for_signal(name: str, *, timeout: float | None = None, default: Any = _
         timeout = seconds_of(timeout, "wait_for_signal(timeout=...)")
     ctx = current_step()
     journal = ctx.journal
-    i, record = (None, None) if journal is None else journal.take("wait", name)
+    key, record = (None, None) if journal is None else journal.take("wait", name)
     if name in ctx.signals:
         return thaw(ctx.signals[name])
     if record is None:
         deadline = None if timeout is None else now() + timeout
-        entry = None if i is None else {"i": i, "name": name, "kind": "wait", "deadline": deadline}
+        entry = None if key is None else {**key, "name": name, "kind": "wait", "deadline": deadline}
         raise Suspend(name, deadline, entry)
     deadline = record.get("deadline")
     if deadline is None or deadline > now():

@@ -12,7 +12,9 @@ waits.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,9 +50,16 @@ class StepContext:
     first_attempt: int = field(default=1, repr=False, compare=False)
     """The step attempt at which its current round of retries began."""
     call: tuple[int, str] | None = None
-    """Inside a call's function: its index and name in the step's journal."""
+    """Inside a call's function: its index and name in the step's journal (the index
+    within the task that made it, ``call_scope``)."""
     journal: Any = field(default=None, repr=False, compare=False)
     """The step attempt's ``journal.Journal`` (None outside a run)."""
+    task: str = ""
+    """The scope in which durable operations made here are numbered (``tasks``): ``""``
+    for the step's own task or thread, ``"1"`` for the second task it created, ``"1.0"``
+    for that one's first, ``"c3"`` inside the function of its call 3, ..."""
+    call_scope: str = field(default="", repr=False, compare=False)
+    """Inside a call's function: the scope of the task that made the call."""
 
     @property
     def idempotency_key(self) -> str:
@@ -59,15 +68,50 @@ class StepContext:
         raw = f"{self.run_id}\x00{self.index}\x00{self.name}"
         if self.call is not None:
             raw += f"\x00{self.call[0]}\x00{self.call[1]}"
+            if self.call_scope:  # a call of a task the step created (root keys as before)
+                raw += f"\x00{self.call_scope}"
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 _current: ContextVar[StepContext | None] = ContextVar("durable_steps_current", default=None)
+_running = [0]
+_running_lock = threading.Lock()
+
+
+@contextmanager
+def running(ctx: StepContext) -> Iterator[None]:
+    """``ctx`` is the current step here while the step's function runs (counted in
+    ``running_steps``)."""
+    token = _current.set(ctx)
+    with _running_lock:
+        _running[0] += 1
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _running[0] -= 1
+        _current.reset(token)
+
+
+def running_steps() -> int:
+    """How many steps are running in this process now, in any thread or task. With
+    ``current_step()`` it tells an integration "outside any step" (nothing to make
+    durable) from "in a thread a step started, without its context" (which would make
+    calls that no journal records: refuse)."""
+    return _running[0]
 
 
 def current_step() -> StepContext:
     """The step running in this context (thread or asyncio task)."""
     ctx = _current.get()
     if ctx is None:
-        raise RuntimeError("current_step() is only available inside a step run by run()")
+        where = (
+            " (a step is running in this process: in a thread it started, its context is not "
+            "there; make durable calls in the step's own thread or task)"
+            if _running[0]
+            else ""
+        )
+        raise RuntimeError(
+            f"current_step() is only available inside a step run by run() or run_async(){where}"
+        )
     return ctx

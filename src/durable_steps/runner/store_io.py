@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from ..seam.document import info_of
 from ..seam.store import AsyncStore, Checkpoint, RunInfo, Store
 from .requests import Info, Load, Request, Save, Sleep, execute_async
+from .tasks import untracked
 
 T = TypeVar("T")
 
@@ -74,7 +75,7 @@ class AsyncIO:
         raise TypeError(op)
 
     async def _save(self, op: Save) -> Any:
-        saving = asyncio.ensure_future(self.store.save(op.checkpoint))
+        saving = untracked(self.store.save(op.checkpoint))
         while True:
             try:
                 return await asyncio.shield(saving)

@@ -46,11 +46,11 @@ def sleep_until(when: datetime | float) -> None:
 
 def _until(wake: float) -> None:
     journal = _journal("sleep")
-    i, record = journal.take("sleep", "sleep")
+    key, record = journal.take("sleep", "sleep")
     if record is not None:
         wake = record["wake_at"]  # the first time decided it
     elif wake > now():
-        raise Suspend(None, wake, {"i": i, "name": "sleep", "kind": "sleep", "wake_at": wake})
+        raise Suspend(None, wake, {**key, "name": "sleep", "kind": "sleep", "wake_at": wake})
     if wake > now():
         raise Suspend(None, wake)  # resumed early (another worker's clock): not yet
 

@@ -3,7 +3,8 @@ the store holds -- the one format that the file journal's records and Cosmos DB'
 segments share, with the exact sizes a snapshot would have after it.
 
 A checkpoint's *data* is its state (a JSON object) and the journal of its running
-step (``calls``: a list of records, each a JSON object with its index ``i``). Every
+step (``calls``: a list of records, each a JSON object keyed by its task's scope
+``task`` and its index ``i`` there: ``state.call_key``). Every
 other field is small, and each store writes it whole.
 
 A change is a set of JSON members, which a store joins into an object:
@@ -12,7 +13,7 @@ A change is a set of JSON members, which a store joins into an object:
   and ``"extend": {...}`` (key -> items appended to a list): the ``state.Delta``
   the runner knows, since nothing is ever removed from a state;
 - ``"calls": [...]`` every record; or ``"calls+": [...]`` the records added since,
-  where a record of an index already there replaces it (a retried call's attempt
+  where a record of a key already there replaces it (a retried call's attempt
   count by its result). A completed step drops its records: ``"calls": []``.
 
 ``apply`` replays such an object onto a state and a journal. ``Sizes`` are the bytes
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .document import dumps
-from .state import Delta, Records, note_lengths, noted_length
+from .state import Delta, Records, call_key, is_record, note_lengths, noted_length
 
 
 class Sizes(NamedTuple):
@@ -90,15 +91,15 @@ def _calls(
         # The runner's journal says what it added to the one stored: no pass over it.
         return _added(calls.added, calls.replaced, len(calls.base), len(calls), size)
     if known is not None:
-        by_index = {r["i"]: r for r in calls}
-        if all(r["i"] in by_index for r in known):  # nothing dropped: records added
+        by_key = {call_key(r): r for r in calls}
+        if all(call_key(r) in by_key for r in known):  # nothing dropped: records added
             # A record kept is the very object in both -- or, after a load (the runner
             # freezes a loaded journal anew), an equal one.
-            kept = {r["i"] for r in known if by_index[r["i"]] is r or by_index[r["i"]] == r}
-            new = [r for r in calls if r["i"] not in kept]
+            kept = {k for r in known if (got := by_key[k := call_key(r)]) is r or got == r}
+            new = [r for r in calls if call_key(r) not in kept]
             if not new:
                 return b"", size
-            replaced = [r for r in known if r["i"] not in kept]
+            replaced = [r for r in known if call_key(r) not in kept]
             return _added(new, replaced, len(known), len(calls), size)
     whole = dumps(list(calls))
     return b'"calls":' + whole, len(whole)
@@ -125,10 +126,10 @@ def _added(
 
 
 def apply(
-    state: dict[str, Any] | None, calls: dict[int, Any], change: dict[str, Any]
+    state: dict[str, Any] | None, calls: dict[tuple[str, int], Any], change: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Apply one change (see the top) to ``state`` (returned: a whole ``state`` replaces
-    it) and ``calls`` (index -> record, in place). TypeError or ValueError names what
+    it) and ``calls`` (key -> record, in place). TypeError or ValueError names what
     is wrong with a change that does not fit."""
     if "state" in change:
         state = change["state"]
@@ -149,15 +150,15 @@ def apply(
         if not isinstance(records, list):
             raise TypeError(f"{key} is not a list")
         for record in records:
-            if not isinstance(record, dict) or type(record.get("i")) is not int:
+            if not is_record(record):
                 raise TypeError(f"{key} holds something that is not a call record")
-            calls[record["i"]] = record
+            calls[call_key(record)] = record
     return state
 
 
-def journal(calls: dict[int, Any]) -> list[Any]:
-    """``apply``'s records as a checkpoint holds them: in the order of their index."""
-    return [calls[i] for i in sorted(calls)]
+def journal(calls: dict[tuple[str, int], Any]) -> list[Any]:
+    """``apply``'s records as a checkpoint holds them: in the order of their keys."""
+    return [calls[k] for k in sorted(calls)]
 
 
 def _object(change: dict[str, Any], key: str) -> dict[str, Any]:

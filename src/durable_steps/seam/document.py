@@ -8,6 +8,9 @@ their next save:
   error, retry rounds (``first_attempt``) and the first attempt's ``trace``;
 - 3: + the running step's journal (``calls``), a waiting run's ``wake_at`` and a
   cancelled run's ``cancel_reason``. Version 0.1 refuses these ("upgrade").
+- 4: a journal record may name the task scope it belongs to (``"task"``, see
+  ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
+  a version that numbered calls across the step would mix up, so it refuses them.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ import time
 from typing import Any
 
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError
-from .state import check_json, is_checked
+from .state import check_json, is_checked, is_record
 from .store import STATUSES, Checkpoint, RunInfo, check_run_id, corrupt_error
 
-SCHEMA = 3
-"""The schema this version writes (see the top); 1 and 2 still load."""
+SCHEMA = 4
+"""The schema this version writes (see the top); 1 to 3 still load."""
 
 
 def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
@@ -186,7 +189,7 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
     )
 
 
-_SCHEMAS = (1, 2, SCHEMA)
+_SCHEMAS = (1, 2, 3, SCHEMA)
 
 
 def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
@@ -222,13 +225,7 @@ def _calls(calls: object) -> tuple[dict[str, Any], ...]:
     """A journal's records as stored: a list of objects, each with its index and name."""
     if calls is None:
         return ()
-    if not isinstance(calls, list) or not all(
-        isinstance(r, dict)
-        and type(r.get("i")) is int
-        and r["i"] >= 0
-        and isinstance(r.get("name"), str)
-        for r in calls
-    ):
+    if not isinstance(calls, list) or not all(is_record(r) for r in calls):
         raise ValueError("calls is not a list of call records")
     return tuple(calls)
 
@@ -260,8 +257,8 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
     if not isinstance(meta, dict):
         raise corrupt_error(label, where, "its fields are not a JSON object")
     try:
-        if meta.get("schema") not in (2, SCHEMA) or isinstance(meta.get("schema"), bool):
-            raise ValueError(f"schema is {meta.get('schema')!r}, expected 2 or {SCHEMA}")
+        if meta.get("schema") not in (2, 3, SCHEMA) or isinstance(meta.get("schema"), bool):
+            raise ValueError(f"schema is {meta.get('schema')!r}, expected 2 to {SCHEMA}")
         run_id, step, attempt = meta.get("run_id"), meta.get("step"), meta.get("attempt")
         if not isinstance(run_id, str):
             raise TypeError("it does not name its run")

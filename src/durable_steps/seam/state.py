@@ -244,13 +244,32 @@ class Records(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
 
     def plus(self, record: Mapping[str, Any]) -> Records:
         """These records with ``record`` (frozen) added, or in place of the one of its
-        index."""
-        i = record["i"]
-        if not self or self[-1]["i"] < i:
+        key (``call_key``)."""
+        key = call_key(record)
+        if not self or call_key(self[-1]) < key:
             return records(self + (record,), self, (record,), ())  # noqa: RUF005 - one memcpy
-        old = tuple(r for r in self if r["i"] == i)
-        ordered = sorted([*(r for r in self if r["i"] != i), record], key=lambda r: r["i"])
+        old = tuple(r for r in self if call_key(r) == key)
+        ordered = sorted([*(r for r in self if call_key(r) != key), record], key=call_key)
         return records(ordered, self, (record,), old)
+
+
+def call_key(record: Mapping[str, Any]) -> tuple[str, int]:
+    """Where a record of a step's journal belongs: its task's scope (``"task"``; absent
+    for the step's own task) and its index ``i`` there (``runner.tasks``). A journal
+    keeps its records in the order of their keys."""
+    return record.get("task", ""), record["i"]
+
+
+def is_record(record: object) -> bool:
+    """Whether ``record`` has the shape of a journal record: an object with an index
+    ``i`` (an int from 0), a ``name``, and a ``task`` scope (text) if any."""
+    return (
+        isinstance(record, dict)
+        and type(record.get("i")) is int
+        and record["i"] >= 0
+        and isinstance(record.get("name"), str)
+        and isinstance(record.get("task", ""), str)
+    )
 
 
 def forget_base(calls: Sequence[Mapping[str, Any]]) -> None:

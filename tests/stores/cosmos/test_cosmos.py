@@ -15,6 +15,7 @@ import pytest
 from azure.core.pipeline.transport import RequestsTransport
 
 import durable_steps as ds
+from durable_steps.seam.document import SCHEMA
 
 from ...conftest import Cosmos, SyncFacade
 from ...helpers.proxy import Proxy
@@ -98,7 +99,7 @@ def test_a_small_run_is_one_item_its_head_with_the_data_inline(cosmos: Cosmos, r
         run_id,
         run_id,
         run_id,
-        3,
+        SCHEMA,
         {"x": 1, "y": 2},
     )
     assert "gen" not in item and item["sizes"] == [len('{"x":1,"y":2}'), 2]

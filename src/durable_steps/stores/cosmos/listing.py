@@ -132,7 +132,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     schema: Any = row.get("schema")
     if _is(schema, int) and schema > SCHEMA:
         raise ValueError(f"it was written with schema {schema}; upgrade durable-steps")
-    if schema not in (1, 2, SCHEMA) or isinstance(schema, bool):
+    if schema not in (1, 2, 3, SCHEMA) or isinstance(schema, bool):
         raise ValueError(f"schema is {schema!r}, expected 1 to {SCHEMA}")
     if row.get("run_id") != run_id:
         raise ValueError(f"it belongs to run {row.get('run_id')!r}")

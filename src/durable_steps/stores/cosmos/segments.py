@@ -262,7 +262,7 @@ def rebuild(
         changes.append(_change(parts, run_id, where))
         seg = first.get("prev")
     state: dict[str, Any] | None = None
-    calls: dict[int, Any] = {}
+    calls: dict[tuple[str, int], Any] = {}
     try:
         for change in reversed(changes):
             state = delta.apply(state, calls, change)

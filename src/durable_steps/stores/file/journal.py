@@ -295,7 +295,7 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
     state: Any = None
     steps: Any = None
     signals: Any = {}
-    calls: dict[int, Any] = {}
+    calls: dict[tuple[str, int], Any] = {}
     for rec in records:
         meta, body = loads(rec.meta, run_id, where), loads(rec.body, run_id, where)
         try:
