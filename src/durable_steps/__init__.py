@@ -17,6 +17,7 @@ from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
 from .seam.errors import (
+    CodecError,
     ConfigurationError,
     ConflictError,
     CorruptCheckpointError,
@@ -58,6 +59,7 @@ __all__ = [
     "AsyncMemoryStore",
     "AsyncStore",
     "Checkpoint",
+    "CodecError",
     "ConfigurationError",
     "ConflictError",
     "CorruptCheckpointError",

@@ -227,6 +227,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "AsyncMemoryStore",
             "AsyncStore",
             "Checkpoint",
+            "CodecError",
             "ConfigurationError",
             "ConflictError",
             "CorruptCheckpointError",

@@ -11,6 +11,7 @@
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepMismatchError       the completed part of the step list changed
     ├── CorruptCheckpointError  a stored checkpoint exists but cannot be read
+    ├── CodecError              a value is encrypted with a key this store does not have
     ├── InvalidRunIdError       (also a ValueError) breaks the run-id rules
     ├── InvalidStateError       (also a TypeError) state is not plain JSON
     ├── StateTooLargeError      the state is over the size limit (the same in every store)
@@ -118,6 +119,14 @@ class CorruptCheckpointError(DurableError):
     """A checkpoint exists but cannot be read; never treated as a fresh start."""
 
     run_id: str
+
+
+class CodecError(DurableError):
+    """A stored value is encrypted with a key this store does not have (or the codec it
+    names is not installed); nothing was read or written. ``key_id`` names the key."""
+
+    run_id: str
+    key_id: str | None
 
 
 class InvalidRunIdError(DurableError, ValueError):
