@@ -27,6 +27,7 @@ At the end, apart from the tree: the runner's control-flow exceptions (``Suspend
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -69,12 +70,19 @@ class LeaseLostError(ConflictError):
 
 class RunWaiting(DurableError):
     """The run is suspended until ``signal`` is delivered (``send_signal``) or, for a
-    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch);
-    its lease is released and its completed steps are kept."""
+    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch;
+    ``wake_time``: the same moment as a datetime); its lease is released and its
+    completed steps are kept."""
 
     run_id: str
     signal: str | None
     wake_at: float | None
+
+    @property
+    def wake_time(self) -> datetime | None:
+        """``wake_at`` as a timezone-aware datetime in UTC (None: no wake time)."""
+        wake_at = getattr(self, "wake_at", None)
+        return None if wake_at is None else datetime.fromtimestamp(wake_at, UTC)
 
 
 class RunCancelledError(DurableError):
