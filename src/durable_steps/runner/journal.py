@@ -38,7 +38,11 @@ lease keeper merges the records of calls that save concurrently.
   recorded) and is returned as recorded: a plain copy, the same on every replay.
 - Inside ``fn``, ``current_step()`` is the call's: its ``idempotency_key`` is the
   same on every retry of that call and different for every call.
-- Once the run's lease is lost or the run is cancelled, no other call starts.
+- Once the run's lease is lost or the run is cancelled, no other call starts; nor
+  once a record could not be saved (the store failed, the record is over the size
+  limit). Either reaches the step as ``StepInterrupted``, a BaseException that
+  ``except Exception`` does not catch, and the runner raises the error itself when
+  the step ends (``Journal.failed``).
 - When the step completes, its records are dropped (``checkpoints.after_step``).
 """
 
@@ -54,7 +58,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 from ..seam import metering
-from ..seam.errors import StepMismatchError
+from ..seam.errors import StepInterrupted, StepMismatchError
 from ..seam.state import freeze, thaw
 from ..seam.store import check_name
 from . import store_io
@@ -84,7 +88,7 @@ class Record(NamedTuple):
 class Journal:
     """The durable operations of one step attempt (see the top), numbered."""
 
-    __slots__ = ("_by_index", "_count", "closed", "driver", "records", "run")
+    __slots__ = ("_by_index", "_count", "closed", "driver", "failed", "records", "run")
 
     def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
         self.run, self.records = run, records
@@ -96,6 +100,9 @@ class Journal:
         self.closed = False
         """Set by the driver when the step's function has returned or raised: a call
         still running then (a task it did not wait for) records nothing."""
+        self.failed: BaseException | None = None
+        """What ended this journal: a record's save that failed, or the run lost. No
+        other call starts then, and the runner raises it when the step ends."""
 
     def take(self, kind: str, name: str) -> tuple[int, Mapping[str, Any] | None]:
         """The next index, and what is recorded there (checked against what is asked)."""
@@ -115,11 +122,12 @@ class Journal:
         return i, record
 
     def check(self) -> None:
-        """No other call starts once the run is lost (lease taken, cancelled, deleted),
-        and none is recorded once its step has ended."""
-        lost = self.driver.keep.lost
-        if lost is not None:
-            raise lost
+        """No other call starts once the run is lost (lease taken, cancelled, deleted)
+        or a record could not be saved, and none is recorded once its step has ended."""
+        if self.failed is None:
+            self.failed = self.driver.keep.lost
+        if self.failed is not None:
+            raise StepInterrupted(self.failed)
         if self.closed:
             raise RuntimeError(
                 f"run {self.run.run_id!r}: a call returned after its step had ended (a task "
@@ -281,7 +289,7 @@ async def _do_async(request: Invoke | Record | Sleep) -> Any:
         return value
     if isinstance(request, Record):
         driver = request.journal.driver
-        with _recording(request):
+        with _saving(request.journal), _recording(request):
             saved = await execute_async(
                 driver.r.record(request.record, request.journal.check), driver.do
             )
@@ -301,8 +309,21 @@ async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
 
 def _recorded(request: Record) -> Any:
     driver = request.journal.driver
-    with _recording(request):
+    with _saving(request.journal), _recording(request):
         return execute(driver.r.record(request.record, request.journal.check), driver.do)
+
+
+@contextlib.contextmanager
+def _saving(journal: Journal) -> Iterator[None]:
+    """Around a record's save: an error there ends the journal (``Journal.failed``) and
+    reaches the step as ``StepInterrupted``, which ``except Exception`` does not catch."""
+    try:
+        yield
+    except Exception as exc:
+        if journal.closed:
+            raise  # a call that outlived its step: no step is there to be told
+        journal.failed = journal.failed or exc
+        raise StepInterrupted(exc) from exc
 
 
 @contextlib.contextmanager

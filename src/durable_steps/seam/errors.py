@@ -22,7 +22,7 @@ Every message says what happened and what to do next. Errors keep their
 attributes through pickling (they cross process boundaries in tests and CLIs).
 
 At the end, apart from the tree: the runner's control-flow exceptions (``Suspend``,
-``StopRequested``), which never leave the library.
+``StepInterrupted``, ``StopRequested``), which never leave the library.
 """
 
 from __future__ import annotations
@@ -181,6 +181,24 @@ class Suspend(BaseException):
     ) -> None:
         super().__init__(signal or wake_at)
         self.signal, self.wake_at, self.record = signal, wake_at, record
+
+
+class StepInterrupted(BaseException):
+    """Raised into a step when its run cannot go on there: a record of its journal
+    could not be saved (the store failed, the record is over the size limit), or the
+    run is no longer ours (its lease lost, the run cancelled or deleted). ``error`` is
+    that error: the runner raises it, with its own type, when the step ends, whatever
+    the step did meanwhile. A BaseException, as ``Suspend`` and asyncio's cancellation
+    are, so that agent code catching ``Exception`` around ``call`` does not swallow it
+    and go on unrecorded."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(
+            f"this step cannot go on: {type(error).__name__}: {error} -- let this through "
+            "(a BaseException, so that 'except Exception' does not catch it); the run "
+            "raises that error when the step ends"
+        )
+        self.error = error
 
 
 class StopRequested(DurableError):
