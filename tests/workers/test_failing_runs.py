@@ -5,7 +5,9 @@ the OOM killer would -- is failed after ``max_attempts`` attempts."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 
 import durable_steps as ds
 
+from ..helpers.clitools import CLEAN, SCRIPT
 from ..helpers.waiting import wait_until
 from ..helpers.worker_process import stderr_of, worker, workers_die_with_their_test  # noqa: F401
 
@@ -43,7 +46,7 @@ FLOWS = textwrap.dedent(
 
     BIG = ds.Workflow("big", [ds.Step("big", big)])
     SMALL = ds.Workflow("small", [ds.Step("small", small)])
-    POISON = ds.Workflow("poison", [ds.Step("a", small), ds.Step("hog", hog)])
+    POISON = ds.Workflow("poison", [ds.Step("a", small), ds.Step("hog", hog)], max_attempts=3)
     WORKFLOWS = [BIG, SMALL, POISON]
     """
 )
@@ -95,3 +98,57 @@ def test_a_worker_fails_a_run_whose_result_is_over_the_limit_once(
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr_of(tmp_path)
     assert out.count(f"run {run_id} (big): failed: StateTooLargeError") == 1, out
+
+
+def test_a_poison_run_is_failed_after_max_attempts_kills(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """A worker SIGKILLed in the same step every time: the next worker resumes the run
+    (attempt 2, 3: `runs list` shows the attempt each time); once the step was started
+    max_attempts (3) times, the next worker does not start it a 4th time: it reports
+    the run failed with TooManyAttemptsError (recorded, naming the step and the
+    attempts), and later workers leave it alone. An explicit run starts a new round."""
+    store = ds.store_from_env(env)
+    start(store, "poison", run_id)
+    for attempt in (1, 2, 3):
+        proc = worker(env, tmp_path, "flows:POISON", "--interval", "0.1")
+        wait_until(lambda a=attempt: effects(tmp_path).count(f"{run_id}:hog") == a, "the step")
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        cp = store.load(run_id)
+        assert (cp.status, cp.step, cp.attempt) == ("running", 0, attempt)
+        (row,) = [r for r in listing(env, tmp_path) if r["run_id"] == run_id]
+        assert (row["attempt"], row["step"]) == (attempt, 0)
+    proc = worker(env, tmp_path, "flows:POISON", "--once")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    assert f"run {run_id} (poison): failed: TooManyAttemptsError" in out, out
+    assert effects(tmp_path).count(f"{run_id}:hog") == 3
+    cp = store.load(run_id)
+    assert (cp.status, cp.owner, cp.attempt, cp.error["type"]) == (
+        "failed",
+        None,
+        3,
+        "durable_steps.TooManyAttemptsError",
+    )
+    assert "step 1 'hog' was started 3 times (attempts 1..3)" in cp.error["message"]
+    assert "run it again explicitly" in cp.error["message"]
+    again = worker(env, tmp_path, "flows:POISON", "--once")
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0 and run_id not in out, out
+    assert effects(tmp_path).count(f"{run_id}:hog") == 3
+
+
+def listing(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """`durable-steps runs list --json`, as an operator sees the runs."""
+    done = subprocess.run(
+        [SCRIPT, "runs", "list", "--json"],
+        env={**CLEAN, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]

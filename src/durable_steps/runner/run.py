@@ -42,7 +42,7 @@ from ..seam.lease import default_owner
 from ..seam.state import FrozenState, freeze, frozen_state, records, thaw
 from ..seam.store import Checkpoint, check_name, check_run_id, evolve
 from . import checkpoints as cps
-from .claim import claim_for
+from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
 from .retry import INCURABLE, NEVER_RETRIED, ONCE
@@ -67,6 +67,7 @@ class RunProgram:
         workflow: str | None = None,
         input: Mapping[str, Any] | None = None,
         stop: Callable[[], bool] | None = None,
+        max_attempts: int | None = MAX_ATTEMPTS,
     ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
@@ -81,6 +82,7 @@ class RunProgram:
         self.lease = float(lease)
         self.owner = default_owner() if owner is None else check_name(owner, "owner")
         self.workflow = workflow
+        self.max_attempts = check_max_attempts(max_attempts)
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
         # signals frozen from the start: a store then knows they were checked
@@ -126,8 +128,12 @@ class RunProgram:
             claim = self.first_claim() if loaded is None else self.claim_of(loaded)
             if claim is None:
                 return False
+            poisoned = exhausted(claim, self.steps, self.max_attempts)
             try:
-                self.cp = yield Save(self.obs.claiming(claim))
+                if poisoned is not None:  # failed instead, as the run stands
+                    self.cp = yield Save(cps.failed(self.cp, claim.step + 1, poisoned))
+                else:
+                    self.cp = yield Save(self.obs.claiming(claim))
             except ConflictError:
                 # Another worker claimed it between our load and our save (the next load
                 # shows its lease), or the store answered from a replica that had not
@@ -137,6 +143,9 @@ class RunProgram:
                     raise
                 tries += 1
                 continue
+            if poisoned is not None:
+                log.warning("run %r failed: %s", self.run_id, poisoned)
+                raise poisoned
             self.obs.claimed(self.cp, loaded)
             return True
 

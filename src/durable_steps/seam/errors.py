@@ -7,6 +7,7 @@
     ├── RunWaiting              the run waits for a signal or a timer (not a failure)
     ├── RunCancelledError       the run was cancelled (cancel_run): nothing more runs
     ├── RunFailedError          the awaited run failed (wait_for_result)
+    ├── TooManyAttemptsError    a step was started max_attempts times, none finished
     ├── SignalTimeoutError      a signal's deadline passed before it came (in the step)
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepMismatchError       the completed part of the step list changed
@@ -99,6 +100,18 @@ class RunFailedError(DurableError):
     run_id: str
     error_type: str | None
     error_message: str | None
+
+
+class TooManyAttemptsError(DurableError):
+    """A claim found step ``step`` (``step_name``) started ``attempts`` times in this
+    round without a result -- its processes killed, its leases lost -- which is its
+    workflow's ``max_attempts``: instead of starting it again, the run was saved as
+    ``failed`` with this error. An explicit ``run`` starts a new round."""
+
+    run_id: str
+    step: int
+    step_name: str
+    attempts: int
 
 
 class SignalTimeoutError(DurableError):
