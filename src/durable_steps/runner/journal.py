@@ -22,6 +22,9 @@ anything runs. The records:
     {"i": 4, "name": "sleep", "kind": "sleep", "wake_at": 1733...}    a sleep (``timers``)
     {"i": 5, "name": "approval", "kind": "wait", "deadline": null}    a wait (``signals``)
 
+each with ``"step_attempt"``, the attempt of the step that recorded it (records of
+earlier versions have none).
+
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
 function, ``Record`` a record, ``Sleep`` between retries -- carried out by
 ``_do_sync`` or ``_do_async``, so its semantics are written once. ``Record`` runs the
@@ -37,7 +40,11 @@ lease keeper merges the records of calls that save concurrently.
 - A result follows the state's rules (``InvalidStateError`` before anything is
   recorded) and is returned as recorded: a plain copy, the same on every replay.
 - Inside ``fn``, ``current_step()`` is the call's: its ``idempotency_key`` is the
-  same on every retry of that call and different for every call.
+  same on every retry of that call and different for every call, and its
+  ``attempt`` counts the starts of that call -- its retries and the step's attempts
+  that reached it: every attempt since the one that recorded the durable operation
+  before it (``Journal.since``; steps are deterministic between durable operations,
+  so an attempt that went past one went on to the next unless it died in between).
 - Once the run's lease is lost or the run is cancelled, no other call starts; nor
   once a record could not be saved (the store failed, the record is over the size
   limit). Either reaches the step as ``StepInterrupted``, a BaseException that
@@ -120,6 +127,27 @@ class Journal:
                 run_id=self.run.run_id,
             )
         return i, record
+
+    def recorded(self, i: int, record: Mapping[str, Any]) -> None:
+        """Record ``i`` was saved by this attempt (``since`` looks at it)."""
+        if self._by_index is not None:
+            self._by_index[i] = record
+
+    def since(self, i: int, attempt: int) -> int:
+        """The first step attempt that reached durable operation ``i``, which ``attempt``
+        (the step's) reaches now unrecorded: the one that recorded the operation before
+        it -- or the next one after a sleep or a wait, which end their attempt -- or,
+        with none before it, the step's first."""
+        by_index = self._by_index or {}
+        for j in range(i - 1, -1, -1):
+            before = by_index.get(j)
+            if before is None:
+                continue  # a call that raised records nothing: look further back
+            at = before.get("step_attempt")
+            if at is None:
+                return attempt  # recorded by an earlier version: count this start alone
+            return at + 1 if before.get("kind") in ("sleep", "wait") else at  # type: ignore[no-any-return]
+        return 1
 
     def check(self) -> None:
         """No other call starts once the run is lost (lease taken, cancelled, deleted)
@@ -215,10 +243,12 @@ def _call(
         obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return thaw(record["result"])
     policy = retry or ONCE
-    attempt, first = 1, 1
-    if record is not None:  # attempts recorded: this one was started, or crashed in
-        attempt = record["attempt"] + 1
+    if record is not None:  # attempts recorded: the last one was started in that step
+        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
+        attempt = record["attempt"] + max(1, ctx.attempt - since)
         first = record["first"] if record.get("round") == ctx.first_attempt else attempt
+    else:  # started by each step attempt that reached it; its retries count from here
+        attempt = first = max(1, ctx.attempt - journal.since(i, ctx.attempt) + 1)
     while True:
         journal.check()
         span = obs.call(ctx.index, i, name, attempt)
@@ -232,14 +262,13 @@ def _call(
             if isinstance(exc, NEVER_RETRIED) or not policy.retries(exc, used):
                 raise
             attempt += 1
-            yield Record(
-                journal,
-                freeze(
-                    {"i": i, "name": name, "attempt": attempt, "first": first,
-                     "round": ctx.first_attempt},
-                    "", ctx.run_id, 0, "call record",
-                )
+            retrying = freeze(
+                {"i": i, "name": name, "attempt": attempt, "first": first,
+                 "round": ctx.first_attempt, "step_attempt": ctx.attempt},
+                "", ctx.run_id, 0, "call record",
             )  # fmt: skip
+            yield Record(journal, retrying)
+            journal.recorded(i, retrying)
             yield Sleep(policy.delay(used))
             continue
         try:  # a result that is not JSON fails the call (no retry: it would not become JSON)
@@ -248,8 +277,11 @@ def _call(
         except BaseException as exc:
             span.ended(exc)
             raise
-        done = {"i": i, "name": name, "at": time.time(), "result": result}
-        yield Record(journal, freeze(done, "", ctx.run_id, 0, "call result"), span)
+        done = {"i": i, "name": name, "at": time.time(), "step_attempt": ctx.attempt}
+        done["result"] = result
+        record = freeze(done, "", ctx.run_id, 0, "call result")
+        yield Record(journal, record, span)
+        journal.recorded(i, record)
         return thaw(result)
 
 

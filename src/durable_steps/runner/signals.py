@@ -61,7 +61,10 @@ def wait_for_signal(
         return thaw(ctx.signals[name])
     if record is None:
         deadline = None if seconds is None else now() + seconds
-        entry = None if i is None else {"i": i, "name": name, "kind": "wait", "deadline": deadline}
+        entry = None
+        if i is not None:
+            entry = {"i": i, "name": name, "kind": "wait", "deadline": deadline}
+            entry["step_attempt"] = ctx.attempt
         raise Suspend(name, deadline, entry)
     deadline = record.get("deadline")
     if deadline is None or deadline > now():

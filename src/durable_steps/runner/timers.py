@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from ..seam.errors import Suspend
 from .journal import _journal
+from .step import current_step
 from .store_io import now
 
 
@@ -52,7 +53,9 @@ def _until(wake: float) -> None:
     if record is not None:
         wake = record["wake_at"]  # the first time decided it
     elif wake > now():
-        raise Suspend(None, wake, {"i": i, "name": "sleep", "kind": "sleep", "wake_at": wake})
+        attempt = current_step().attempt
+        entry = {"i": i, "name": "sleep", "kind": "sleep", "wake_at": wake, "step_attempt": attempt}
+        raise Suspend(None, wake, entry)
     if wake > now():
         raise Suspend(None, wake)  # resumed early (another worker's clock): not yet
 
