@@ -6,6 +6,7 @@ the OOM killer would -- is failed after ``max_attempts`` attempts."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import textwrap
@@ -117,8 +118,10 @@ def test_a_poison_run_is_failed_after_max_attempts_kills(
         proc.communicate(timeout=60)
         cp = store.load(run_id)
         assert (cp.status, cp.step, cp.attempt) == ("running", 0, attempt)
-        (row,) = [r for r in listing(env, tmp_path) if r["run_id"] == run_id]
+        (row,) = [r for r in listing(env, tmp_path, "--json") if r["run_id"] == run_id]
         assert (row["attempt"], row["step"]) == (attempt, 0)
+        (line,) = [line for line in listing(env, tmp_path) if line.startswith(run_id)]
+        assert re.search(rf"running\s+poison\s+0 a\s+{attempt}\s+lease", line), line
     proc = worker(env, tmp_path, "flows:POISON", "--once")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr_of(tmp_path)
@@ -139,10 +142,11 @@ def test_a_poison_run_is_failed_after_max_attempts_kills(
     assert effects(tmp_path).count(f"{run_id}:hog") == 3
 
 
-def listing(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
-    """`durable-steps runs list --json`, as an operator sees the runs."""
+def listing(env: dict[str, str], cwd: Path, *options: str) -> Any:
+    """`durable-steps runs list`, as an operator sees the runs: the table's lines, or
+    with --json the rows."""
     done = subprocess.run(
-        [SCRIPT, "runs", "list", "--json"],
+        [SCRIPT, "runs", "list", *options],
         env={**CLEAN, **env},
         cwd=cwd,
         capture_output=True,
@@ -151,4 +155,4 @@ def listing(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout) if options else done.stdout.splitlines()
