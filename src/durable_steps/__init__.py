@@ -35,6 +35,7 @@ from .seam.errors import (
     StateTooLargeError,
     StepMismatchError,
     StoreError,
+    TooManyAttemptsError,
 )
 from .seam.store import AsyncStore, Checkpoint, RunInfo, Store
 from .stores.config import async_store_from_env, store_from_env
@@ -86,6 +87,7 @@ __all__ = [
     "StepMismatchError",
     "Store",
     "StoreError",
+    "TooManyAttemptsError",
     "Workflow",
     "__version__",
     "async_store_from_env",

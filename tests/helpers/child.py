@@ -9,6 +9,8 @@ Modes:
                     runs, so a SIGKILL loop can kill relative to that, not to start-up
     race K          K rounds of load, then save the next step; prints wins/conflicts as JSON
     many N          N separate runs named RUN_ID-0..N-1, three steps each
+    call-attempts   one step of calls a, b, c, each logging "NAME:ATTEMPT" (its
+                    current_step().attempt); b prints "ready" and hangs unless FINISH=1
 Every step appends its name to $SIDE_EFFECTS (a side effect the test can count).
 """
 
@@ -101,6 +103,19 @@ def main() -> None:
             except ds.ConflictError:
                 conflicts += 1
         print(json.dumps({"pid": os.getpid(), "wins": wins, "conflicts": conflicts}))
+    elif mode == "call-attempts":
+
+        def tool(name: str) -> str:
+            effect(f"{name}:{ds.current_step().attempt}")
+            while name == "b" and os.environ.get("FINISH") != "1":
+                print("ready", flush=True)
+                time.sleep(3600)  # until the test kills this process
+            return name
+
+        def agent(state: Any) -> dict[str, Any]:
+            return {"made": [ds.call(n, tool, n) for n in ("a", "b", "c")]}
+
+        print(json.dumps(ds.run(run_id, [ds.Step("agent", agent)], store)))
     elif mode == "many":
         for i in range(int(sys.argv[3])):
             ds.run(f"{run_id}-{i}", [logged("a"), logged("b"), logged("c")], store)

@@ -40,6 +40,21 @@ def test_crashed_process_resumes_and_reruns_only_the_crashed_step(
     assert place.effects_log() == ["a", "b", "b", "c"]
 
 
+def test_a_call_knows_how_often_it_was_started(place: Place, run_id: str) -> None:
+    """A process killed twice while call b runs: current_step().attempt inside b is 1,
+    2, 3 on its three starts; inside a (recorded before the kills: never run again) it
+    was 1; inside c, first started by the third process, it is 1 (not the step's 3)."""
+    for _ in range(2):
+        proc = place.spawn("call-attempts", run_id)
+        assert ready(proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    done = place.run("call-attempts", run_id, FINISH="1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"made": ["a", "b", "c"]}
+    assert place.effects_log() == ["a:1", "b:1", "b:2", "b:3", "c:1"]
+
+
 def test_processes_writing_different_runs_lose_nothing(place: Place, run_id: str) -> None:
     """Four processes completing 3-step runs in one store at once: every run is complete."""
     n = 40

@@ -189,7 +189,7 @@ def test_a_nested_runs_lost_lease_is_the_steps_own_failure(api: Sync, run_id: st
     assert (cp.status, cp.owner, cp.error["type"]) == (
         "failed",
         None,
-        "durable_steps._errors.LeaseLostError",
+        "durable_steps.LeaseLostError",
     )
 
 

@@ -95,7 +95,34 @@ def test_sleep_until_takes_an_aware_datetime_or_epoch_seconds(
         api.run(f"{run_id}-naive", [api.step("step", naive)])
 
 
-@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "60"])
+def test_lengths_may_be_timedeltas_and_wake_times_datetimes(
+    api: Api, run_id: str, clock: Clock
+) -> None:
+    """sleep(timedelta) and wait_for_signal(timeout=timedelta) take a timedelta as they
+    take seconds; RunWaiting.wake_time is the wake time (or deadline) as a timezone-aware
+    UTC datetime, the same moment as the float wake_at, and None without one."""
+
+    async def step(state: Any) -> dict[str, Any]:
+        ds.sleep(timedelta(hours=1, seconds=30))
+        return {"answer": ds.wait_for_signal("ok", timeout=timedelta(days=1), default="no")}
+
+    start = clock.now
+    with pytest.raises(ds.RunWaiting) as asleep:
+        api.run(run_id, [api.step("s", step)])
+    assert asleep.value.wake_at == start + 3630
+    assert asleep.value.wake_time == datetime.fromtimestamp(start + 3630, UTC)
+    assert asleep.value.wake_time.tzinfo is UTC
+    clock.advance(3630)
+    with pytest.raises(ds.RunWaiting) as waiting:
+        api.run(run_id, [api.step("s", step)])
+    assert waiting.value.wake_at == start + 3630 + 86400
+    assert waiting.value.wake_time == datetime.fromtimestamp(start + 3630 + 86400, UTC)
+    clock.advance(86400)
+    assert api.run(run_id, [api.step("s", step)]) == {"answer": "no"}
+    assert ds.RunWaiting("m", run_id=run_id, signal="x", wake_at=None).wake_time is None
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "60", timedelta(seconds=-1)])
 def test_a_sleep_of_no_sensible_length_is_refused(api: Api, run_id: str, bad: Any) -> None:
     """A negative, infinite or non-number length is refused in the step, nothing saved
     as waiting."""

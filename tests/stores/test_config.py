@@ -254,6 +254,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "StepMismatchError",
             "Store",
             "StoreError",
+            "TooManyAttemptsError",
             "Workflow",
             "__version__",
             "async_store_from_env",

@@ -109,6 +109,33 @@ async def _raising(state: Any) -> None:
     raise ValueError("bad sku")
 
 
+def test_a_failure_is_recorded_under_the_name_its_type_is_imported_by(
+    api: Api, run_id: str
+) -> None:
+    """Our errors are recorded as ``durable_steps.X``, the name users import them by; a
+    run failed by an earlier version, which recorded ``durable_steps._errors.X``, loads
+    and is reported under the same new name."""
+
+    async def unreachable(state: Any) -> None:
+        raise ds.StoreError("the store is down", status_code=503)
+
+    with pytest.raises(ds.StoreError):
+        api.run(run_id, [api.step("s", unreachable)])
+    with pytest.raises(ds.RunFailedError) as failed:
+        api.result(run_id, timeout=5)
+    assert failed.value.error_type == "durable_steps.StoreError"
+    assert api.store.load(run_id).error["type"] == "durable_steps.StoreError"
+    module, _, name = failed.value.error_type.rpartition(".")
+    assert module == "durable_steps" and getattr(ds, name) is ds.StoreError
+
+    old = {"type": "durable_steps._errors.StepMismatchError", "message": "m", "step": 0}
+    api.store.save(ds.Checkpoint(f"{run_id}-old", -1, {}, status="failed", error=old))
+    assert api.store.load(f"{run_id}-old").error["type"] == "durable_steps.StepMismatchError"
+    with pytest.raises(ds.RunFailedError) as failed:
+        api.result(f"{run_id}-old", timeout=5)
+    assert failed.value.error_type == "durable_steps.StepMismatchError"
+
+
 def test_polling_reads_metadata_and_the_state_once(run_id: str, clock: Clock) -> None:
     """While it polls, wait_for_result asks the store for the run's metadata (run_info),
     never its state; the state is read once, at the end."""

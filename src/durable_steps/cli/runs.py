@@ -89,7 +89,7 @@ def _cells(i: RunInfo, now: float) -> list[Text]:
         cells = [
             i.workflow or "-",
             f"{i.step} {i.step_name}" if i.step_name else "- (none yet)",
-            str(i.attempt),
+            str(i.attempt) if i.attempt > 0 else "-",  # (0: started for the workers, not run)
             _holding(i, status, now),
         ]
     return [

@@ -130,15 +130,20 @@ def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return "result" in a or a.get("attempt", 0) >= b.get("attempt", 0)
 
 
-def error_record(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
+def error_type(exc: BaseException) -> str:
+    """The name a failure is recorded under: the one its type is imported by --
+    ``durable_steps.StoreError`` for ours (which live in ``seam.errors`` and are all
+    exported by the package), ``ValueError`` for a builtin, ``module.Class`` else."""
     kind = type(exc)
     name, module = kind.__qualname__, kind.__module__
     if module == DurableError.__module__:
-        module = "durable_steps._errors"  # the path stored checkpoints of earlier versions name
-    if module != "builtins":
-        name = f"{module}.{name}"
+        module = "durable_steps"
+    return name if module == "builtins" else f"{module}.{name}"
+
+
+def error_record(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
     return {
-        "type": name,
+        "type": error_type(exc),
         # Lone surrogates (a file name decoded with surrogateescape) cannot be stored as
         # JSON text: escape them, so that the failure is recorded all the same.
         "message": str(exc)[:2000].encode("utf-8", "backslashreplace").decode(),

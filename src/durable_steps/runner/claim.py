@@ -15,6 +15,11 @@ as owner until now + ``lease``, the next step's attempt counted. In order:
 6. else the run is claimed. The next step was started once more than the
    checkpoint says -- by a worker that crashed in it, or by us now -- so its attempt
    is one higher; after a failure or a wait a new round of retries begins.
+
+A claim that would start the next step more often in one round than ``max_attempts``
+(or its ``Retry``'s attempts, if more) allows is a poison run -- every attempt died
+without a result, the process killed each time (the OOM killer), or its lease lost:
+``exhausted`` gives the ``TooManyAttemptsError`` the run is failed with instead.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..seam.errors import (
     RunNotFoundError,
     RunWaiting,
     StepMismatchError,
+    TooManyAttemptsError,
 )
 from ..seam.lease import lease_holder
 from ..seam.store import Checkpoint, evolve
@@ -82,6 +88,53 @@ def claim_for(
         wake_at=None,
         updated_at=None,
         **held,
+    )
+
+
+MAX_ATTEMPTS = 10
+"""The default ``max_attempts`` of a run: the attempts of a step, in one round, that a
+claim starts before it fails the run instead (``exhausted``). Ten: a run survives
+several deploys, node drains or preemptions in a row in one step (each costs an
+attempt), while a step that kills its process every time -- out of memory, a native
+crash -- stops after ten executions of its side effects instead of looping forever."""
+
+
+def exhausted(
+    claim: Checkpoint, steps: Sequence[Step], max_attempts: int | None
+) -> TooManyAttemptsError | None:
+    """The error to fail the run with when ``claim`` would start the next step's
+    attempt ``max_attempts + 1`` of this round (None: the claim may go on; so it may
+    while the step's ``Retry`` allows more attempts)."""
+    i = claim.step + 1
+    if max_attempts is None or i >= len(steps):
+        return None  # (an empty step list completes at once)
+    step = steps[i]
+    limit = max(max_attempts, step.retry.attempts if step.retry else 1)
+    started = claim.attempt - claim.first_attempt  # before this claim, in this round
+    if started < limit:
+        return None
+    run_id = claim.run_id
+    return TooManyAttemptsError(
+        f"run {run_id!r}: step {i} {step.name!r} was started {started} times (attempts "
+        f"{claim.first_attempt}..{claim.attempt - 1}) and none of them recorded a result: "
+        "each one's process died (killed by the OOM killer or a deploy, a native crash) or "
+        f"lost its lease. It was not started again (max_attempts={limit}): the run is "
+        "failed, and no worker takes it. Find out why it dies (its logs, its memory), "
+        "then run it again explicitly (workflow.run() or run(): a new round of attempts)",
+        run_id=run_id,
+        step=i,
+        step_name=step.name,
+        attempts=started,
+    )
+
+
+def check_max_attempts(value: object) -> int | None:
+    """A ``max_attempts=``, checked: a whole number from 1, or None (no limit)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(
+        f"max_attempts must be a whole number of attempts from 1, or None for no limit, "
+        f"not {value!r}"
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..seam.store import AsyncStore, Store
 from . import tasks
+from .claim import MAX_ATTEMPTS
 from .heartbeat import Heartbeat
 from .lease_keeper import LeaseKeeper
 from .requests import Call, Load, Request, Save, execute, execute_async
@@ -41,15 +42,21 @@ def run(
     input: Mapping[str, Any] | None = None,
     lease: float = 60.0,
     owner: str | None = None,
+    max_attempts: int | None = MAX_ATTEMPTS,
 ) -> dict[str, Any]:
     """Run ``steps`` under ``run_id``, resuming after the last checkpointed step.
 
     ``input``: the initial state of a fresh run (a JSON object; ignored on resume);
     ``lease``: seconds the run is held for this worker without a save or a
-    heartbeat; ``owner``: a stable id for this worker (default: unique per call).
+    heartbeat; ``owner``: a stable id for this worker (default: unique per call);
+    ``max_attempts``: starts of a step, in one round, after which the run is failed
+    instead (``TooManyAttemptsError``; ``Workflow.max_attempts`` says more).
     """
     _sync_only(store)
-    return drive(RunProgram(run_id, steps, lease=lease, owner=owner, input=input), store)
+    program = RunProgram(
+        run_id, steps, lease=lease, owner=owner, input=input, max_attempts=max_attempts
+    )
+    return drive(program, store)
 
 
 async def run_async(
@@ -60,10 +67,13 @@ async def run_async(
     input: Mapping[str, Any] | None = None,
     lease: float = 60.0,
     owner: str | None = None,
+    max_attempts: int | None = MAX_ATTEMPTS,
 ) -> dict[str, Any]:
     """``run`` for asyncio: steps may be ``async def`` or plain functions."""
     _async_only(store)
-    program = RunProgram(run_id, steps, lease=lease, owner=owner, input=input)
+    program = RunProgram(
+        run_id, steps, lease=lease, owner=owner, input=input, max_attempts=max_attempts
+    )
     return await drive_async(program, store)
 
 

@@ -26,6 +26,9 @@ step's own scope):
     {"i": 5, "name": "approval", "kind": "wait", "deadline": null}    a wait (``signals``)
     {"i": 0, "task": "1", "name": "llm", "at": 1733..., "result": ...} task 1's first call
 
+each with ``"step_attempt"``, the attempt of the step that recorded it (records of
+earlier versions have none).
+
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
 function, ``Record`` a record, ``Sleep`` between retries -- carried out by
 ``_do_sync`` or ``_do_async``, so its semantics are written once. ``Record`` runs the
@@ -41,8 +44,16 @@ lease keeper merges the records of calls that save concurrently.
 - A result follows the state's rules (``InvalidStateError`` before anything is
   recorded) and is returned as recorded: a plain copy, the same on every replay.
 - Inside ``fn``, ``current_step()`` is the call's: its ``idempotency_key`` is the
-  same on every retry of that call and different for every call.
-- Once the run's lease is lost or the run is cancelled, no other call starts.
+  same on every retry of that call and different for every call, and its
+  ``attempt`` counts the starts of that call -- its retries and the step's attempts
+  that reached it: every attempt since the one that recorded the durable operation
+  before it (``Journal.since``; steps are deterministic between durable operations,
+  so an attempt that went past one went on to the next unless it died in between).
+- Once the run's lease is lost or the run is cancelled, no other call starts; nor
+  once a record could not be saved (the store failed, the record is over the size
+  limit). Either reaches the step as ``StepInterrupted``, a BaseException that
+  ``except Exception`` does not catch, and the runner raises the error itself when
+  the step ends (``Journal.failed``).
 - When the step completes, its records are dropped (``checkpoints.after_step``).
 """
 
@@ -57,7 +68,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 from ..seam import metering
-from ..seam.errors import StepMismatchError
+from ..seam.errors import StepInterrupted, StepMismatchError
 from ..seam.state import call_key, freeze, thaw
 from ..seam.store import check_name
 from . import store_io
@@ -89,7 +100,9 @@ class Journal:
     """The durable operations of one step attempt (see the top), numbered by scope
     (``tasks``)."""
 
-    __slots__ = ("__weakref__", "_by_key", "closed", "driver", "records", "run", "scopes")
+    __slots__ = (
+        "__weakref__", "_by_key", "closed", "driver", "failed", "records", "run", "scopes"
+    )  # fmt: skip
 
     def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
         self.run, self.records = run, records
@@ -101,6 +114,9 @@ class Journal:
         self.closed = False
         """Set by the driver when the step's function has returned or raised: a call
         still running then (a task it did not wait for) records nothing."""
+        self.failed: BaseException | None = None
+        """What ended this journal: a record's save that failed, or the run lost. No
+        other call starts then, and the runner raises it when the step ends."""
 
     def _where(self) -> str:
         return f"run {self.run.run_id!r}: step {self.run.cp.step + 1}"
@@ -134,12 +150,35 @@ class Journal:
             if r["i"] >= self.scopes.made(r.get("task", ""))
         ]
 
+    def recorded(self, key: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """The record of ``key`` was saved by this attempt (``since`` looks at it)."""
+        if self._by_key is not None:
+            self._by_key[call_key(key)] = record
+
+    def since(self, key: Mapping[str, Any], attempt: int) -> int:
+        """The first step attempt that reached the durable operation of ``key``, which
+        ``attempt`` (the step's) reaches now unrecorded: the one that recorded the
+        operation before it in its task -- or the next one after a sleep or a wait, which
+        end their attempt -- or, with none before it, the step's first."""
+        scope, i = call_key(key)
+        by_key = self._by_key or {}
+        for j in range(i - 1, -1, -1):
+            before = by_key.get((scope, j))
+            if before is None:
+                continue  # a call that raised records nothing: look further back
+            at = before.get("step_attempt")
+            if at is None:
+                return attempt  # recorded by an earlier version: count this start alone
+            return at + 1 if before.get("kind") in ("sleep", "wait") else at  # type: ignore[no-any-return]
+        return 1
+
     def check(self) -> None:
-        """No other call starts once the run is lost (lease taken, cancelled, deleted),
-        and none is recorded once its step has ended."""
-        lost = self.driver.keep.lost
-        if lost is not None:
-            raise lost
+        """No other call starts once the run is lost (lease taken, cancelled, deleted)
+        or a record could not be saved, and none is recorded once its step has ended."""
+        if self.failed is None:
+            self.failed = self.driver.keep.lost
+        if self.failed is not None:
+            raise StepInterrupted(self.failed)
         if self.closed:
             raise RuntimeError(
                 f"run {self.run.run_id!r}: a call returned after its step had ended (a task "
@@ -229,10 +268,12 @@ def _call(
         obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return thaw(record["result"])
     policy = retry or ONCE
-    attempt, first = 1, 1
-    if record is not None:  # attempts recorded: this one was started, or crashed in
-        attempt = record["attempt"] + 1
+    if record is not None:  # attempts recorded: the last one was started in that step
+        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
+        attempt = record["attempt"] + max(1, ctx.attempt - since)
         first = record["first"] if record.get("round") == ctx.first_attempt else attempt
+    else:  # started by each step attempt that reached it; its retries count from here
+        attempt = first = max(1, ctx.attempt - journal.since(key, ctx.attempt) + 1)
     while True:
         journal.check()
         span = obs.call(ctx.index, i, name, attempt)
@@ -248,14 +289,13 @@ def _call(
             if isinstance(exc, NEVER_RETRIED) or not policy.retries(exc, used):
                 raise
             attempt += 1
-            yield Record(
-                journal,
-                freeze(
-                    {**key, "name": name, "attempt": attempt, "first": first,
-                     "round": ctx.first_attempt},
-                    "", ctx.run_id, 0, "call record",
-                )
+            retrying = freeze(
+                {**key, "name": name, "attempt": attempt, "first": first,
+                 "round": ctx.first_attempt, "step_attempt": ctx.attempt},
+                "", ctx.run_id, 0, "call record",
             )  # fmt: skip
+            yield Record(journal, retrying)
+            journal.recorded(key, retrying)
             yield Sleep(policy.delay(used))
             continue
         try:  # a result that is not JSON fails the call (no retry: it would not become JSON)
@@ -264,8 +304,11 @@ def _call(
         except BaseException as exc:
             span.ended(exc)
             raise
-        done = {**key, "name": name, "at": time.time(), "result": result}
-        yield Record(journal, freeze(done, "", ctx.run_id, 0, "call result"), span)
+        done = {**key, "name": name, "at": time.time(), "step_attempt": ctx.attempt}
+        done["result"] = result
+        record = freeze(done, "", ctx.run_id, 0, "call result")
+        yield Record(journal, record, span)
+        journal.recorded(key, record)
         return thaw(result)
 
 
@@ -305,7 +348,7 @@ async def _do_async(request: Invoke | Record | Sleep) -> Any:
         return value
     if isinstance(request, Record):
         driver = request.journal.driver
-        with _recording(request):
+        with _saving(request.journal), _recording(request):
             saved = await execute_async(
                 driver.r.record(request.record, request.journal.check), driver.do
             )
@@ -325,8 +368,21 @@ async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
 
 def _recorded(request: Record) -> Any:
     driver = request.journal.driver
-    with _recording(request):
+    with _saving(request.journal), _recording(request):
         return execute(driver.r.record(request.record, request.journal.check), driver.do)
+
+
+@contextlib.contextmanager
+def _saving(journal: Journal) -> Iterator[None]:
+    """Around a record's save: an error there ends the journal (``Journal.failed``) and
+    reaches the step as ``StepInterrupted``, which ``except Exception`` does not catch."""
+    try:
+        yield
+    except Exception as exc:
+        if journal.closed:
+            raise  # a call that outlived its step: no step is there to be told
+        journal.failed = journal.failed or exc
+        raise StepInterrupted(exc) from exc
 
 
 @contextlib.contextmanager

@@ -8,7 +8,9 @@ exception is not in ``on`` -- the run is saved as ``failed`` with the error's
 type and message, and the exception propagates; ``recover`` leaves failed runs
 alone, and an explicit ``run`` starts a new round of attempts.
 ``KeyboardInterrupt``, ``SystemExit`` and ``asyncio.CancelledError`` are never
-retried, whatever ``on`` says.
+retried, whatever ``on`` says; nor are the failures no retry can cure (``INCURABLE``:
+a result that is not JSON or over the size limit, a step that no longer matches its
+journal).
 
 The pause before attempt n + 1 is ``backoff * 2**(n - 1)``, capped at
 ``max_backoff``, times a random factor in [0.5, 1] ("equal jitter"), so that
@@ -24,7 +26,13 @@ import asyncio
 import random
 from dataclasses import dataclass
 
+from ..seam.errors import InvalidStateError, StateTooLargeError, StepMismatchError
+
 NEVER_RETRIED = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
+INCURABLE = (InvalidStateError, StateTooLargeError, StepMismatchError)
+"""Failures that running the same code on the same state again cannot cure -- a result
+that is not JSON, or over the size limit, a journal or step list that does not match:
+never retried, and a save refused with one fails the run at once (``run``)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class Retry:
 
     def retries(self, exc: BaseException, used: int) -> bool:
         """Whether attempt number ``used`` of this round, failed with ``exc``, is retried."""
-        if isinstance(exc, NEVER_RETRIED):
+        if isinstance(exc, NEVER_RETRIED + INCURABLE):
             return False
         return used < self.attempts and isinstance(exc, self.on)
 

@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 from ..seam.errors import (
     ConflictError,
+    InvalidStateError,
     LeaseLostError,
     RunCancelledError,
     StopRequested,
@@ -41,10 +42,10 @@ from ..seam.lease import default_owner
 from ..seam.state import FrozenState, freeze, frozen_state, records, thaw
 from ..seam.store import Checkpoint, check_name, check_run_id, evolve
 from . import checkpoints as cps
-from .claim import claim_for
+from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
-from .retry import NEVER_RETRIED, ONCE
+from .retry import INCURABLE, NEVER_RETRIED, ONCE
 from .step import Step, StepContext
 from .telemetry import Observer, log
 
@@ -66,6 +67,7 @@ class RunProgram:
         workflow: str | None = None,
         input: Mapping[str, Any] | None = None,
         stop: Callable[[], bool] | None = None,
+        max_attempts: int | None = MAX_ATTEMPTS,
     ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
@@ -80,6 +82,7 @@ class RunProgram:
         self.lease = float(lease)
         self.owner = default_owner() if owner is None else check_name(owner, "owner")
         self.workflow = workflow
+        self.max_attempts = check_max_attempts(max_attempts)
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
         # signals frozen from the start: a store then knows they were checked
@@ -125,8 +128,12 @@ class RunProgram:
             claim = self.first_claim() if loaded is None else self.claim_of(loaded)
             if claim is None:
                 return False
+            poisoned = exhausted(claim, self.steps, self.max_attempts)
             try:
-                self.cp = yield Save(self.obs.claiming(claim))
+                if poisoned is not None:  # failed instead, as the run stands
+                    self.cp = yield Save(cps.failed(self.cp, claim.step + 1, poisoned))
+                else:
+                    self.cp = yield Save(self.obs.claiming(claim))
             except ConflictError:
                 # Another worker claimed it between our load and our save (the next load
                 # shows its lease), or the store answered from a replica that had not
@@ -136,11 +143,16 @@ class RunProgram:
                     raise
                 tries += 1
                 continue
+            if poisoned is not None:
+                log.warning("run %r failed: %s", self.run_id, poisoned)
+                raise poisoned
             self.obs.claimed(self.cp, loaded)
             return True
 
     def attempts(self, i: int, step: Step) -> Generator[Request, Any, Checkpoint]:
-        """Run step i until it returns (retrying as its Retry says) and save its result."""
+        """Run step i until it returns (retrying as its Retry says) and save its result.
+        Once a record of its journal could not be saved, what the step did after does
+        not count (it may have caught the ``StepInterrupted``): ``unsaved`` decides."""
         while True:
             cp = self.cp
             journal = Journal(self, cp.calls)
@@ -148,35 +160,81 @@ class RunProgram:
                 self.run_id, i, step.name, cp.attempt, cp.signals, cp.first_attempt, None, journal
             )
             try:
-                done = self.completed(i, step, (yield Call(step, ctx, self.state)))
-                if unasked := journal.unasked():
-                    log.warning(
-                        "run %r: step %d %r completed without asking for %d recorded "
-                        "operation(s) %s: its code changed, or it is not deterministic "
-                        "between calls (a branch taken by timing?)",
-                        *(self.run_id, i, step.name, len(unasked), ", ".join(unasked[:5])),
-                    )
-            except Suspend as wait:
-                if (yield from self.suspend(i, step, wait)):
-                    continue
+                updates = yield Call(step, ctx, self.state)
+            except GeneratorExit:
+                raise
             except BaseException as exc:
-                if self.lost(exc) or isinstance(exc, GeneratorExit):
-                    raise
-                if (yield from self.retried(i, step, exc)):
+                if journal.failed is None and (yield from self.ended(i, step, exc)):
                     continue
-                yield from self.fail(i, step, exc)
-            saved = yield from self.save(done)
-            self.obs.step_ended(None)
-            return saved
+            else:
+                if journal.failed is None:
+                    try:
+                        done = self.completed(i, step, updates)
+                    except Exception as exc:  # not a mapping, not JSON: it would be again
+                        yield from self.fail(i, step, exc)
+                    self.unasked(i, step, journal)
+                    saved = yield from self.keep(i, step, done)
+                    self.obs.step_ended(None)
+                    return saved
+            yield from self.unsaved(i, step, journal)
+
+    def unasked(self, i: int, step: Step, journal: Journal) -> None:
+        """Warn of recorded operations step i completed without asking for: its code
+        changed, or it is not deterministic between calls (a branch taken by timing)."""
+        if unasked := journal.unasked():
+            log.warning(
+                "run %r: step %d %r completed without asking for %d recorded operation(s) "
+                "%s: its code changed, or it is not deterministic between calls (a branch "
+                "taken by timing?)",
+                *(self.run_id, i, step.name, len(unasked), ", ".join(unasked[:5])),
+            )
+
+    def ended(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, bool]:
+        """Step i raised ``exc``: True when it runs again now (a retry, or a signal that
+        came while it suspended); else the run is saved as it stands and ``exc`` raised."""
+        if isinstance(exc, Suspend):
+            return (yield from self.suspend(i, step, exc))
+        if self.lost(exc):
+            raise exc
+        if (yield from self.retried(i, step, exc)):
+            return True
+        return (yield from self.fail(i, step, exc))
+
+    def unsaved(self, i: int, step: Step, journal: Journal) -> Generator[Request, Any, NoReturn]:
+        """Step i's journal could not go on (``Journal.failed``): a record's save failed,
+        or the run is no longer ours. A refusal no retry can cure (``INCURABLE``: the
+        record over the size limit...) fails the run once; anything else -- a lost
+        lease, a cancelled run, an unreachable store -- propagates as it is, the run
+        left to a later attempt (``max_attempts`` bounds how often)."""
+        error = journal.failed
+        assert error is not None
+        if isinstance(error, INCURABLE):
+            yield from self.fail(i, step, error)
+        if not self.lost(error):
+            log.warning(
+                "run %r: step %d %r could not record a call (%s: %s); its attempt ends here",
+                *(self.run_id, i, step.name, type(error).__name__, error),
+            )
+        self.obs.step_ended(error)
+        raise error
+
+    def keep(self, i: int, step: Step, cp: Checkpoint) -> Generator[Request, Any, Checkpoint]:
+        """Save a checkpoint of step i's attempt. A refusal no retry can cure -- over the
+        size limit, not JSON, its step names wrong (``INCURABLE``) -- fails the run once,
+        with that error recorded: every later attempt would be refused the same way."""
+        try:
+            return (yield from self.save(cp))
+        except INCURABLE as exc:
+            return (yield from self.fail(i, step, exc))
 
     def suspend(self, i: int, step: Step, wait: Suspend) -> Generator[Request, Any, bool]:
         """Step i waits: the run saved as waiting, its lease released. True when the
         signal came meanwhile and the run was taken back: the step runs again now."""
-        self.cp = yield from self.save(cps.waiting(self.cp, wait))
+        self.cp = yield from self.keep(i, step, cps.waiting(self.cp, wait))
         self.obs.step_ended(wait)
         if wait.signal is None or wait.signal not in self.cp.signals:
             raise cps.suspended(self.run_id, i, step, wait) from None
-        self.cp = yield from self.save(cps.woken(self.cp, self.held()))
+        self.cp = yield from self.keep(i, step, cps.woken(self.cp, self.held()))
         return True
 
     def retried(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, bool]:
@@ -186,7 +244,7 @@ class RunProgram:
         used = self.cp.attempt - self.cp.first_attempt + 1
         if not retry.retries(exc, used):
             return False
-        self.cp = yield from self.save(cps.retrying(self.cp, i, exc, self.held()))
+        self.cp = yield from self.keep(i, step, cps.retrying(self.cp, i, exc, self.held()))
         self.obs.step_ended(exc)
         pause = retry.delay(used)
         log.warning(
@@ -263,9 +321,10 @@ class RunProgram:
         if updates is None:
             updates = {}
         if type(updates) is not dict and not isinstance(updates, Mapping):
-            raise TypeError(
+            raise InvalidStateError(  # (also a TypeError)
                 f"run {self.run_id!r}: step {i} {step.name!r} returned "
-                f"{type(updates).__name__}; return a mapping of updates or None"
+                f"{type(updates).__name__}; return a mapping of updates or None",
+                run_id=self.run_id,
             )
         state = self.state.updated(updates, self.run_id)
         last = i + 1 == len(self.steps)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
@@ -41,24 +42,29 @@ from .timers import seconds_of
 _NO_DEFAULT: Any = object()
 
 
-def wait_for_signal(name: str, *, timeout: float | None = None, default: Any = _NO_DEFAULT) -> Any:
+def wait_for_signal(
+    name: str, *, timeout: float | timedelta | None = None, default: Any = _NO_DEFAULT
+) -> Any:
     """The payload of signal ``name``; until it is delivered, suspends the run.
 
-    With ``timeout`` (seconds), the deadline -- the first suspension + ``timeout`` --
-    is recorded; resumed after it without the signal, this returns ``default`` when
-    one is given, else raises ``SignalTimeoutError`` in the step. A signal that is
-    there when the run resumes is returned, even if it came late."""
+    With ``timeout`` (seconds, or a ``timedelta``), the deadline -- the first
+    suspension + ``timeout`` -- is recorded; resumed after it without the signal, this
+    returns ``default`` when one is given, else raises ``SignalTimeoutError`` in the
+    step. A signal that is there when the run resumes is returned, even if it came
+    late."""
     check_name(name, "signal name")
-    if timeout is not None:
-        timeout = seconds_of(timeout, "wait_for_signal(timeout=...)")
+    seconds = None if timeout is None else seconds_of(timeout, "wait_for_signal(timeout=...)")
     ctx = current_step()
     journal = ctx.journal
     key, record = (None, None) if journal is None else journal.take("wait", name)
     if name in ctx.signals:
         return thaw(ctx.signals[name])
     if record is None:
-        deadline = None if timeout is None else now() + timeout
-        entry = None if key is None else {**key, "name": name, "kind": "wait", "deadline": deadline}
+        deadline = None if seconds is None else now() + seconds
+        entry = None
+        if key is not None:
+            entry = {**key, "name": name, "kind": "wait", "deadline": deadline}
+            entry["step_attempt"] = ctx.attempt
         raise Suspend(name, deadline, entry)
     deadline = record.get("deadline")
     if deadline is None or deadline > now():

@@ -45,7 +45,10 @@ class StepContext:
     name: str
     attempt: int
     """1 on the first start of this step, 2 after one crash, failure or retry, ...
-    Inside a call's function: that call's attempt."""
+    Inside a call's function: how many times that call has been started -- its
+    retries, and the step's attempts that reached it (every attempt since the one
+    that recorded the step's durable operation before it: 2 after the step was
+    killed once in the call; an attempt that died before reaching it counts too)."""
     signals: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     first_attempt: int = field(default=1, repr=False, compare=False)
     """The step attempt at which its current round of retries began."""

@@ -1,5 +1,6 @@
 """Durable timers: ``sleep(seconds)`` and ``sleep_until(when)`` inside a step, a pause
-that holds no worker.
+that holds no worker. A length is seconds or a ``timedelta``; a moment is a
+timezone-aware ``datetime`` or seconds since the epoch.
 
 The first time a step reaches a sleep, its wake time is recorded in the step's
 journal (``journal``: sleeps are numbered like calls, so a step may sleep several
@@ -17,15 +18,17 @@ keep clocks in sync (as for leases).
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..seam.errors import Suspend
 from .journal import _journal
+from .step import current_step
 from .store_io import now
 
 
-def sleep(seconds: float) -> None:
-    """Pause the run for ``seconds`` without holding a worker (see the top)."""
+def sleep(seconds: float | timedelta) -> None:
+    """Pause the run for ``seconds`` (a number, or a ``timedelta``) without holding a
+    worker (see the top)."""
     _until(now() + seconds_of(seconds, "sleep()"))
 
 
@@ -50,15 +53,24 @@ def _until(wake: float) -> None:
     if record is not None:
         wake = record["wake_at"]  # the first time decided it
     elif wake > now():
-        raise Suspend(None, wake, {**key, "name": "sleep", "kind": "sleep", "wake_at": wake})
+        attempt = current_step().attempt
+        entry = {**key, "name": "sleep", "kind": "sleep", "wake_at": wake, "step_attempt": attempt}
+        raise Suspend(None, wake, entry)
     if wake > now():
         raise Suspend(None, wake)  # resumed early (another worker's clock): not yet
 
 
 def seconds_of(value: object, what: str) -> float:
-    """A finite, non-negative number of seconds, or a clear error."""
+    """A finite, non-negative length -- a number of seconds or a ``timedelta`` -- in
+    seconds, or a clear error."""
+    if isinstance(value, timedelta):
+        if value < timedelta(0):
+            raise ValueError(
+                f"{what} takes a non-negative length (seconds or a timedelta), not {value!r}"
+            )
+        return value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TypeError(f"{what} takes a finite number of seconds, not {value!r}")
+        raise TypeError(f"{what} takes a finite number of seconds or a timedelta, not {value!r}")
     if value < 0:
         raise ValueError(f"{what} takes a non-negative number of seconds, not {value!r}")
     return float(value)

@@ -18,13 +18,13 @@ name (``durable-steps runs start``).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..seam.errors import ConflictError, StepMismatchError
 from ..seam.state import freeze, frozen_state
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
-from .claim import cancelled
+from .claim import MAX_ATTEMPTS, cancelled
 from .drivers import _async_only, _sync_only, drive, drive_async
 from .requests import Load, Request, Save, execute
 from .run import RunProgram
@@ -39,11 +39,18 @@ class Workflow:
 
     name: str
     steps: Sequence[Step]
+    max_attempts: int | None = field(default=MAX_ATTEMPTS, kw_only=True)
+    """How many times a step of a run is started, in one round, before the run is
+    failed instead (``TooManyAttemptsError``): a poison run -- its process killed
+    every time, by the OOM killer say -- stops there rather than loop forever through
+    the workers. 10 by default (``claim.MAX_ATTEMPTS`` says why); a step's ``Retry``
+    with more attempts raises it for that step; None: no limit."""
 
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
         object.__setattr__(self, "steps", tuple(self.steps))
-        RunProgram("check", self.steps)  # bad step lists fail here, not at the first run
+        # bad step lists and limits fail here, not at the first run
+        RunProgram("check", self.steps, max_attempts=self.max_attempts)
 
     def run(
         self,
@@ -92,7 +99,14 @@ class Workflow:
         stop: Callable[[], bool] | None,
     ) -> RunProgram:
         return RunProgram(
-            run_id, self.steps, lease=lease, owner=owner, workflow=self.name, input=input, stop=stop
+            run_id,
+            self.steps,
+            lease=lease,
+            owner=owner,
+            workflow=self.name,
+            input=input,
+            stop=stop,
+            max_attempts=self.max_attempts,
         )
 
 

@@ -11,6 +11,9 @@ their next save:
 - 4: a journal record may name the task scope it belongs to (``"task"``, see
   ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
   a version that numbered calls across the step would mix up, so it refuses them.
+
+A recorded error's type read as ``durable_steps._errors.X`` (the name earlier versions
+recorded) is ``durable_steps.X``, the name it is imported by.
 """
 
 from __future__ import annotations
@@ -214,11 +217,24 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "trace": _opt(doc, "trace", str),
         "first_attempt": _opt(doc, "first_attempt", int) or 1,
         "signals": signals,
-        "error": error,
+        "error": _error_of(error),
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
     }
+
+
+_OLD_ERRORS = "durable_steps._errors."
+
+
+def _error_of(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The recorded failure, its type under the name it is imported by: earlier versions
+    recorded ours as ``durable_steps._errors.X``, a module that no longer exists; they
+    are ``durable_steps.X`` (``runner.checkpoints.error_type``)."""
+    kind = None if error is None else error.get("type")
+    if error is None or not isinstance(kind, str) or not kind.startswith(_OLD_ERRORS):
+        return error
+    return {**error, "type": "durable_steps." + kind.removeprefix(_OLD_ERRORS)}
 
 
 def _calls(calls: object) -> tuple[dict[str, Any], ...]:

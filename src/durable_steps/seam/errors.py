@@ -7,6 +7,7 @@
     ├── RunWaiting              the run waits for a signal or a timer (not a failure)
     ├── RunCancelledError       the run was cancelled (cancel_run): nothing more runs
     ├── RunFailedError          the awaited run failed (wait_for_result)
+    ├── TooManyAttemptsError    a step was started max_attempts times, none finished
     ├── SignalTimeoutError      a signal's deadline passed before it came (in the step)
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepMismatchError       the completed part of the step list changed
@@ -23,11 +24,12 @@ Every message says what happened and what to do next. Errors keep their
 attributes through pickling (they cross process boundaries in tests and CLIs).
 
 At the end, apart from the tree: the runner's control-flow exceptions (``Suspend``,
-``StopRequested``), which never leave the library.
+``StepInterrupted``, ``StopRequested``), which never leave the library.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -70,12 +72,19 @@ class LeaseLostError(ConflictError):
 
 class RunWaiting(DurableError):
     """The run is suspended until ``signal`` is delivered (``send_signal``) or, for a
-    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch);
-    its lease is released and its completed steps are kept."""
+    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch;
+    ``wake_time``: the same moment as a datetime); its lease is released and its
+    completed steps are kept."""
 
     run_id: str
     signal: str | None
     wake_at: float | None
+
+    @property
+    def wake_time(self) -> datetime | None:
+        """``wake_at`` as a timezone-aware datetime in UTC (None: no wake time)."""
+        wake_at = getattr(self, "wake_at", None)
+        return None if wake_at is None else datetime.fromtimestamp(wake_at, UTC)
 
 
 class RunCancelledError(DurableError):
@@ -92,6 +101,18 @@ class RunFailedError(DurableError):
     run_id: str
     error_type: str | None
     error_message: str | None
+
+
+class TooManyAttemptsError(DurableError):
+    """A claim found step ``step`` (``step_name``) started ``attempts`` times in this
+    round without a result -- its processes killed, its leases lost -- which is its
+    workflow's ``max_attempts``: instead of starting it again, the run was saved as
+    ``failed`` with this error. An explicit ``run`` starts a new round."""
+
+    run_id: str
+    step: int
+    step_name: str
+    attempts: int
 
 
 class SignalTimeoutError(DurableError):
@@ -182,6 +203,24 @@ class Suspend(BaseException):
     ) -> None:
         super().__init__(signal or wake_at)
         self.signal, self.wake_at, self.record = signal, wake_at, record
+
+
+class StepInterrupted(BaseException):
+    """Raised into a step when its run cannot go on there: a record of its journal
+    could not be saved (the store failed, the record is over the size limit), or the
+    run is no longer ours (its lease lost, the run cancelled or deleted). ``error`` is
+    that error: the runner raises it, with its own type, when the step ends, whatever
+    the step did meanwhile. A BaseException, as ``Suspend`` and asyncio's cancellation
+    are, so that agent code catching ``Exception`` around ``call`` does not swallow it
+    and go on unrecorded."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(
+            f"this step cannot go on: {type(error).__name__}: {error} -- let this through "
+            "(a BaseException, so that 'except Exception' does not catch it); the run "
+            "raises that error when the step ends"
+        )
+        self.error = error
 
 
 class StopRequested(DurableError):
