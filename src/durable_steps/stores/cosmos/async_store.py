@@ -10,8 +10,9 @@ from typing import Any
 
 from ...seam.store import Checkpoint, RunInfo
 from .container import PARALLEL, new_container
+from .heads import HeadPrograms
 from .listing import Listing, listing
-from .programs import OPEN, ORPHAN_AGE, QUERY, CosmosPrograms, Program, SdkCall, T
+from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .sdk import (
     AsyncCosmosClient,
     AsyncDefaultAzureCredential,
@@ -22,7 +23,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(CosmosPrograms):
+class AsyncCosmosStore(HeadPrograms):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -139,6 +140,15 @@ class AsyncCosmosStore(CosmosPrograms):
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return await self._do(self._save(checkpoint))
+
+    async def load_head(self, run_id: str) -> Checkpoint | None:
+        """The run's checkpoint but its data: one point read of its head (``HeadStore``)."""
+        return await self._do(self._load_head(run_id))
+
+    async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Every field but the data, on top of the stored version: a write of the head
+        alone (``HeadStore``)."""
+        return await self._do(self._save_head(checkpoint))
 
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         """As ``CosmosStore.delete``."""

@@ -210,3 +210,52 @@ class _Planner:
             None if first else (fold, seg),
             self._remember(write, chain=chain, fold=fold, until=self.until),
         )
+
+
+def plan_head(
+    items: Items,
+    cp: Checkpoint,
+    doc: dict[str, Any],
+    known: Known,
+    data: dict[str, Any] | None,
+    *,
+    legacy: bool,
+) -> SavePlan | None:
+    """A head-only save (``save_head``): the fields of ``doc`` (``head_document``) over
+    the stored version ``known``, whose data stays. A head that points to segments is
+    written alone, a PATCH or a replace. A head with the data inline (and an item of
+    the earlier layout) is patched around its data; when it cannot be (a version this
+    store does not know, a patch of more than 10 operations, a service that refuses
+    them) the whole item is written, with the stored ``data`` (the item read back: its
+    ``state`` and ``calls``) -- None asks for it."""
+    body = doc | {"id": cp.run_id, "nonce": sg.nonce()}
+    ttl = items.finished_ttl if cp.done else None
+    chain, until = known.chain, known.until
+    if not legacy:
+        body["run"] = cp.run_id
+        if known.sizes is not None:
+            body["sizes"] = list(known.sizes)
+        if chain is not None:
+            body |= chain.fields()
+            if until is None:
+                ttl = None  # its segments do not expire: a save that folds makes them
+        elif known.fold is not None:
+            body["fold"] = known.fold
+    if ttl is not None:
+        body["ttl"] = ttl
+    if until is not None:
+        left = max(1, round(until - time.time()) - sg.TTL_MARGIN)  # as _Planner._write
+        body["ttl"] = left if ttl is None else min(ttl, left)
+        body["until"] = until
+    too_large = _LEGACY_TOO_LARGE if legacy else _HEAD_TOO_LARGE
+    if chain is not None:
+        write = items.write(cp, body, partial=True, too_large=too_large)
+    elif found := items.partial(cp, body, ("state", "calls"), too_large=too_large):
+        write = found
+    elif data is None:
+        return None
+    else:
+        body |= {"state": data.get("state"), "calls": data.get("calls") or []}
+        write = items.write(cp, body, partial=False, too_large=too_large)
+    after = Known("", write.fields, write.size, known.sizes, chain, known.fold, until, known.calls)
+    return SavePlan(write, [], None, after)

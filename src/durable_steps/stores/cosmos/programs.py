@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -247,6 +247,23 @@ class CosmosPrograms:
         saving = plan(self._items, prepared, legacy=self._legacy)
         if saving.segments:
             yield from self._put_segments(saving)
+
+        def whole() -> Program[SavePlan]:
+            return plan(self._items, prepared, legacy=self._legacy, patch=False)
+            yield  # (a program: it could read, as a head-only save's does)
+
+        saving, etag = yield from self._commit(saving, whole)
+        if saving.cleanup is not None:
+            yield from self._cleanup(checkpoint.run_id, *saving.cleanup)
+        return self._confirmed(saving, etag)
+
+    def _commit(
+        self, saving: SavePlan, whole: Callable[[], Program[SavePlan]]
+    ) -> Program[tuple[SavePlan, str]]:
+        """Write the head of ``saving``: the commit of a save. A service that refuses a
+        partial update gets the whole item (``whole()``: the plan without one) at once.
+        An answer not seen is settled by reading the head back. Returns the plan that
+        was written and the new etag."""
         write = saving.head
         try:
             try:
@@ -260,7 +277,7 @@ class CosmosPrograms:
                     self._where,
                     exc.status_code,
                 )
-                saving = plan(self._items, prepared, legacy=self._legacy, patch=False)
+                saving = yield from whole()
                 write = saving.head
                 answer = yield _write_call(write)
             etag = answer.get_response_headers().get("etag") or answer.get("_etag")
@@ -276,9 +293,7 @@ class CosmosPrograms:
                     raise unknown_outcome(exc, again, self._where, write.run_id) from exc
                 item = None
             etag = self._settled_by_read_back(write, exc, item)
-        if saving.cleanup is not None:
-            yield from self._cleanup(write.run_id, *saving.cleanup)
-        return self._confirmed(saving, write, etag)
+        return saving, etag
 
     def _put_segments(self, saving: SavePlan) -> Program[None]:
         """Create a save's segments. One that fails fails the save, nothing committed."""
@@ -339,7 +354,8 @@ class CosmosPrograms:
             raise did_not_land(exc, self._where, write.run_id) from exc
         raise conflict(write.run_id, write.etag, missing=item is None, checked=True) from exc
 
-    def _confirmed(self, saving: SavePlan, write: Write, etag: str) -> Checkpoint:
+    def _confirmed(self, saving: SavePlan, etag: str) -> Checkpoint:
+        write = saving.head
         self._items.remember(write.run_id, replace(saving.known, etag=etag))
         wrote(saving.sent)
         return replace(write.checkpoint, etag=etag, updated_at=write.body["updated_at"])

@@ -29,6 +29,7 @@ from ...seam.errors import DurableError
 from ...seam.store import Checkpoint, RunInfo
 from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
+from .heads import HeadPrograms
 from .items import MAX_ITEM_BYTES
 from .listing import Listing, listing
 from .programs import (
@@ -37,7 +38,6 @@ from .programs import (
     ORPHAN_AGE,
     PARTITION_KEY,
     QUERY,
-    CosmosPrograms,
     Program,
     SdkCall,
     T,
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(CosmosPrograms):
+class CosmosStore(HeadPrograms):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -167,6 +167,15 @@ class CosmosStore(CosmosPrograms):
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self._do(self._save(checkpoint))
+
+    def load_head(self, run_id: str) -> Checkpoint | None:
+        """The run's checkpoint but its data: one point read of its head (``HeadStore``)."""
+        return self._do(self._load_head(run_id))
+
+    def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Every field but the data, on top of the stored version: a write of the head
+        alone (``HeadStore``)."""
+        return self._do(self._save_head(checkpoint))
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         """Remove the run (its head, then its segments); False if it had none. With
