@@ -132,9 +132,7 @@ class _Planner:
             log = chain.log + len(data)
             outweighs = log > sg.FOLD_RATIO * self.data and log > sg.FOLD_MIN
             if chain.count < sg.MAX_DELTAS and not outweighs:
-                found = self._delta(chain, json.loads(data), data)
-                if found is not None:
-                    return found
+                return self._delta(chain, json.loads(data), data)
         if change is not None or stored is not None:
             parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
         return self._fold(parts)
@@ -168,16 +166,17 @@ class _Planner:
         cleanup = None if fold is None else (fold, "")
         return SavePlan(write, [], cleanup, self._remember(write, fold=kept))
 
-    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan | None:
+    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan:
+        """One more segment: the change, in one item or -- larger than an item -- cut
+        into several (a step that adds 2.5 MB sends its 2.5 MB, never the state)."""
         seg = sg.nonce()
         head = sg.segment_head(
             self.cp.run_id, seg, gen=chain.gen, fold=chain.fold, seq=chain.seq + 1, prev=chain.tip
         )
         found = sg.segment_items(
-            self.items.measure, self.items.escaped, head, change, data, split=False
+            self.items.measure, self.items.escaped, head, change, data, split=True
         )
-        if found is None:
-            return None
+        assert found is not None  # (split: always items)
         after = chain.then(seg, len(data))
         write = self._write(self.head | after.fields(), partial=False)
         return SavePlan(write, found, None, self._remember(write, chain=after, until=self.until))

@@ -35,12 +35,20 @@ the store knows the stored version. No transactional batch: the local protocol
 server has none, and the vNext emulator's was reported non-atomic
 (azure-cosmos-db-emulator-docker #303, #304).
 
+A change larger than one item is cut into several items of one segment (``text``
+chunks, above), like a large snapshot: a step that adds 2.5 MB sends its 2.5 MB in
+two items, then the head -- never a fold of the whole state (which a 60 MB state
+grown 2.5 MB a step paid at every step: 750 MB sent where 60 MB do). All of a
+segment's items are written before the head, so a crash or a lost answer leaves the
+save before or this one, whole: a head never names a segment some of whose items
+are missing, and a load applies only the segments its chain names.
+
 Folding. A save writes a new generation instead -- a snapshot of the whole data,
 chunked when it is larger than an item -- when the log since the snapshot would
 outweigh the data (log bytes over ``FOLD_RATIO`` x the data and over ``FOLD_MIN``:
 a load then reads at most about twice the state), or hold more than ``MAX_DELTAS``
-deltas, or when the change does not fit one item, or when the store does not know
-the stored version (its sizes, its chain), or when a run completes with
+deltas, or when the store does not know the stored version (its sizes, its chain),
+or when a run completes with
 ``finished_ttl`` (the new segments carry a ``ttl``; ``until`` in the head says when
 they expire, and the head is given a ``ttl`` that ends ``TTL_MARGIN`` before). A fold
 whose data fits ``INLINE_MAX`` goes back inline. A state that only grows never
