@@ -13,6 +13,7 @@ from .container import PARALLEL, new_container
 from .heads import HeadPrograms
 from .listing import Listing, listing
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
+from .removal import Removals
 from .sdk import (
     AsyncCosmosClient,
     AsyncDefaultAzureCredential,
@@ -23,7 +24,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HeadPrograms):
+class AsyncCosmosStore(HeadPrograms, Removals):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)

@@ -34,14 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from ...seam.document import from_document
-from ...seam.errors import ConfigurationError, CorruptCheckpointError
+from ...seam.errors import ConfigurationError, ConflictError, CorruptCheckpointError
 from ...seam.metering import wrote
 from ...seam.store import (
     Checkpoint,
     RunInfo,
     check_run_id,
     corrupt_error,
-    delete_conflict,
     state_limit,
 )
 from . import segments as sg
@@ -55,10 +54,12 @@ from .sdk import (
     conflict,
     did_not_land,
     escapes_non_ascii,
+    lost_create,
     may_have_landed,
     missing_item,
     segment_failed,
     status_of,
+    too_slow,
     translate,
     unknown_outcome,
     write_error,
@@ -77,8 +78,13 @@ answer 400 "Invalid path or method"): the store replaces from then on."""
 QUERY = "query_items"
 """The drivers give a query's items, every page of them, as one list."""
 ORPHAN_AGE = 3600.0
-"""``prune`` sweeps segments whose head is gone once they are this old (seconds): a
-younger one may belong to a run whose first save is writing it now."""
+"""``prune`` sweeps the segments that their head does not reach once they are this old
+(seconds, by the service's ``_ts``): far longer than a save may take (``SAVE_LIMIT``)."""
+SAVE_LIMIT = 600.0
+"""A save commits its head at most this long (seconds, by the writer's monotonic
+clock) after it began writing its segments; a slower one gives up, nothing saved. So
+a segment older than ``ORPHAN_AGE`` that its head does not reach is no save's in
+flight, whatever the clocks of the writer and of ``prune`` say (within 50 minutes)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,10 @@ class SdkCall:
 OPEN = SdkCall("", {})
 """Asks the driver to open the container (and learn its layout) if it has not yet."""
 Program = Generator[SdkCall | list[SdkCall], Any, T]
+
+
+def _ids(saving: SavePlan) -> list[dict[str, Any]]:
+    return [{"id": body["id"]} for body, _ in saving.segments]
 
 
 def _read(run_id: str) -> SdkCall:
@@ -245,16 +255,31 @@ class CosmosPrograms:
         if self.partition_key is None:
             yield OPEN
         saving = plan(self._items, prepared, legacy=self._legacy)
+        run_id = checkpoint.run_id
         if saving.segments:
+            if checkpoint.etag is None and (yield from self._head(run_id)) is not None:
+                # A create whose run exists loses: it writes no segments to say so.
+                raise lost_create(run_id)
+            started = time.monotonic()
             yield from self._put_segments(saving)
+            if time.monotonic() - started > SAVE_LIMIT:
+                raise too_slow(run_id, self._where, SAVE_LIMIT)
 
         def whole() -> Program[SavePlan]:
             return plan(self._items, prepared, legacy=self._legacy, patch=False)
             yield  # (a program: it could read, as a head-only save's does)
 
-        saving, etag = yield from self._commit(saving, whole)
+        try:
+            saving, etag = yield from self._commit(saving, whole)
+        except ConflictError:
+            if saving.segments and checkpoint.etag is not None:
+                # Its head, conditional on a version that is gone, can never land now:
+                # its segments are no save's. (A create's could, if the run were
+                # deleted meanwhile: those are left for prune.)
+                yield from self._delete_segments(run_id, _ids(saving), "unused")
+            raise
         if saving.cleanup is not None:
-            yield from self._cleanup(checkpoint.run_id, *saving.cleanup)
+            yield from self._cleanup(run_id, *saving.cleanup)
         return self._confirmed(saving, etag)
 
     def _commit(
@@ -317,7 +342,11 @@ class CosmosPrograms:
             return
         yield from self._delete_segments(run_id, found)
 
-    def _delete_segments(self, run_id: str, found: list[dict[str, Any]]) -> Program[int]:
+    def _delete_segments(
+        self, run_id: str, found: list[dict[str, Any]], what: str = "superseded"
+    ) -> Program[int]:
+        """Delete these segment items (each a dict with its ``id``); how many went. A
+        failure is logged: the next fold or ``prune`` removes what is left."""
         if not found:
             return 0
         results = yield [
@@ -326,11 +355,12 @@ class CosmosPrograms:
         failed = [r for r in results if isinstance(r, AzureError) and not missing_item(r)]
         if failed:
             log.warning(
-                "run %r: %d of %d superseded segments not deleted (%s); the next fold or "
+                "run %r: %d of %d %s segments not deleted (%s); the next fold or "
                 "'durable-steps runs prune' removes them",
                 run_id,
                 len(failed),
                 len(found),
+                what,
                 failed[0],
             )
         return len(found) - len(failed)
@@ -359,53 +389,3 @@ class CosmosPrograms:
         self._items.remember(write.run_id, replace(saving.known, etag=etag))
         wrote(saving.sent)
         return replace(write.checkpoint, etag=etag, updated_at=write.body["updated_at"])
-
-    # -- delete ----------------------------------------------------------------------------
-
-    def _delete(self, run_id: str, etag: str | None) -> Program[bool]:
-        check_run_id(run_id)
-        if self.partition_key is None:
-            yield OPEN
-        self._items.forget(run_id)
-        listed: list[dict[str, Any]] = []
-        if not self._legacy:  # listed first: a run created again after the delete keeps its own
-            try:
-                listed = yield SdkCall(QUERY, sg.every_segment(run_id))
-            except AzureError as exc:
-                raise translate(exc, self._where) from exc
-        kwargs: dict[str, Any] = {"item": run_id, "partition_key": run_id}
-        if etag is not None:
-            kwargs |= {"etag": etag, "match_condition": MatchConditions.IfNotModified}
-        try:
-            yield SdkCall("delete_item", kwargs)
-            existed = True
-        except AzureError as exc:
-            if not missing_item(exc):
-                if etag is not None and status_of(exc) == 412:
-                    raise delete_conflict(run_id) from exc
-                raise translate(exc, self._where) from exc
-            existed = False
-        yield from self._delete_segments(run_id, listed)
-        return existed
-
-    def _sweep(self, older_than: float) -> Program[int]:
-        """Delete the segments older than ``older_than`` seconds that no head needs (its
-        head is gone, or points to a later generation); how many were deleted."""
-        if self.partition_key is None:
-            yield OPEN
-        if self._legacy:
-            return 0
-        try:
-            found = yield SdkCall(QUERY, sg.older_segments(time.time() - older_than))
-        except AzureError as exc:
-            raise translate(exc, self._where) from exc
-        by_run: dict[str, list[dict[str, Any]]] = {}
-        for segment in found:
-            if isinstance(segment.get("run"), str):
-                by_run.setdefault(segment["run"], []).append(segment)
-        removed = 0
-        for run_id, segments in by_run.items():
-            head = yield from self._head(run_id)
-            doomed = [s for s in segments if not sg.still_needed(s, head)]
-            removed += yield from self._delete_segments(run_id, doomed)
-        return removed

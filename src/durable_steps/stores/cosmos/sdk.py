@@ -24,6 +24,7 @@ from ...seam.errors import (
     MissingExtraError,
     StoreError,
 )
+from ...seam.store import conflict as nothing_written
 from ...seam.store import why_lost
 
 INSTALL = "pip install 'durable-steps[cosmos]'"
@@ -246,4 +247,22 @@ def segment_failed(exc: AzureError, where: str, run_id: str) -> DurableError:
         "that landed is removed by a later save or 'durable-steps runs prune'). "
         f"{hint + '; ' if hint else ''}retry the save",
         status_code=status_of(exc),
+    )
+
+
+def lost_create(run_id: str) -> ConflictError:
+    """A save that creates a run (``etag=None``) whose run exists: found by reading its
+    head before any of its data was written."""
+    return nothing_written(run_id, None, False)
+
+
+def too_slow(run_id: str, where: str, limit: float) -> StoreError:
+    """A save whose data took longer to write than a save may take before its head."""
+    return StoreError(
+        f"run {run_id!r} was not saved: writing its data to Cosmos DB at {where} took over "
+        f"{limit:.0f} s, longer than a save may take before it commits (after that, "
+        "'durable-steps runs prune' may take its data for a failed save's). Nothing was "
+        "saved: the run is still at the checkpoint this save meant to replace; retry the "
+        "save",
+        status_code=None,
     )

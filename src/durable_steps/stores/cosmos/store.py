@@ -42,6 +42,7 @@ from .programs import (
     SdkCall,
     T,
 )
+from .removal import Removals
 from .sdk import (
     AzureError,
     CosmosClient,
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HeadPrograms):
+class CosmosStore(HeadPrograms, Removals):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
