@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps.stores.cosmos import programs
+from durable_steps.stores.cosmos import saves
 
 from ...conftest import Cosmos, SyncFacade
 from ...helpers.clitools import Cli
@@ -127,7 +127,7 @@ def test_a_save_slower_than_a_save_may_be_commits_nothing(
     the run loads at the save before."""
     store, _, _ = through
     v1 = segmented(store, run_id, saves=1)
-    monkeypatch.setattr(programs, "SAVE_LIMIT", -1.0)  # every save is too slow
+    monkeypatch.setattr(saves, "SAVE_LIMIT", -1.0)  # every save is too slow
     with pytest.raises(ds.StoreError, match=r"took over -1 s.*Nothing was saved") as err:
         grow(store, v1, late=KB5)
     assert not isinstance(err.value, ds.ConflictError)

@@ -1,6 +1,7 @@
 """A run's head read and written alone: the Cosmos DB stores' ``load_head`` and
 ``save_head`` (``seam.store.HeadStore``), what a signal, a cancellation and
-``Workflow.start`` use, as programs of SDK calls like the others (``programs``).
+``Workflow.start`` use, as programs of SDK calls like the others (``programs``); the
+head's write is committed as a save's (``saves``).
 
 ``load_head`` is one point read of the head: the checkpoint's fields, not its data
 (no segment is read, whatever the state's size; an inline head's small data comes
@@ -25,11 +26,12 @@ from ...seam.store import Checkpoint, check_run_id, corrupt_error, head_etag, he
 from . import segments as sg
 from .items import Known, as_stored
 from .plan import SavePlan, plan_head
-from .programs import OPEN, CosmosPrograms, Program
+from .programs import OPEN, Program
+from .saves import Saves
 from .sdk import conflict
 
 
-class HeadPrograms(CosmosPrograms):
+class HeadPrograms(Saves):
     """``load_head`` and ``save_head`` as programs."""
 
     def _load_head(self, run_id: str) -> Program[Checkpoint | None]:

@@ -3,7 +3,7 @@
 before any request, and the translation of every Azure exception into ours.
 
 Translation happens where an exception enters (``translate`` for reads, listings and
-the store's construction; ``write_error``, ``did_not_land``, ``conflict`` and
+the store's construction; ``write_error``, ``not_landed_yet``, ``conflict`` and
 ``unknown_outcome`` for saves, whose outcome may need reading back: see ``programs``).
 Messages name what happened, the real cause (the first line of the SDK's error, never
 only its type) and what to do next; they never echo a key.
@@ -216,11 +216,17 @@ def write_error(exc: AzureError, where: str, run_id: str, expected: str | None) 
     return translate(exc, where)
 
 
-def did_not_land(exc: AzureError, where: str, run_id: str) -> StoreError:
+def not_landed_yet(exc: AzureError, where: str, run_id: str, *, again: bool) -> StoreError:
+    """A save not confirmed (``again``: nor when it was sent again), whose run, read
+    back, is still the version it replaces: it has not landed -- yet. A request on its
+    way may still land; what it cannot do is overwrite a newer save."""
+    resent = ", nor when it was sent again" if again else ""
     return StoreError(
-        f"run {run_id!r}: Cosmos DB at {where} did not confirm the save ({cause(exc)}); "
-        "reading the run back shows it did not land (the stored checkpoint is still the "
-        "one it replaces): nothing was written, retry the save",
+        f"run {run_id!r}: Cosmos DB at {where} did not confirm the save ({cause(exc)}){resent}; "
+        "reading the run back shows it has not landed yet (the stored checkpoint is still "
+        "the one it replaces), but a request still on its way may still land -- never "
+        "over a newer save, since each is conditional on the version it replaces. Load "
+        "the run before retrying: it may hold this save by then",
         status_code=status_of(exc),
     )
 
