@@ -77,7 +77,8 @@ def wait_for_signal(name: str, *, timeout: float | None = None, default: Any = _
 
 def send_signal(store: Store, run_id: str, name: str, payload: Any = None) -> Checkpoint:
     """Deliver signal ``name`` with ``payload`` (JSON) to run ``run_id``; returns the
-    checkpoint as stored. ``RunNotFoundError`` if the run does not exist,
+    checkpoint as stored, read and written without its state (its ``state`` is not
+    read: ``store.load`` gives it). ``RunNotFoundError`` if the run does not exist,
     ``ConflictError`` if that signal was delivered before."""
     return execute(_deliver(run_id, name, payload), plain(store))
 
