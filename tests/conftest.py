@@ -133,6 +133,12 @@ class SyncFacade:
     def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
         return self._wait(self.aio.save(cp))  # type: ignore[no-any-return]
 
+    def load_head(self, run_id: str) -> ds.Checkpoint | None:
+        return self._wait(self.aio.load_head(run_id))  # type: ignore[no-any-return]
+
+    def save_head(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+        return self._wait(self.aio.save_head(cp))  # type: ignore[no-any-return]
+
     def delete(self, run_id: str, **options: Any) -> bool:
         return self._wait(self.aio.delete(run_id, **options))  # type: ignore[no-any-return]
 

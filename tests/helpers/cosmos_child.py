@@ -3,9 +3,10 @@
     python tests/helpers/cosmos_child.py KIND RUN_ID      store from the environment
     python tests/helpers/cosmos_child.py race RUN_ID ROUNDS
 
-KIND (delta or fold): loads the run, prints "ready", waits for a line on stdin, then
-saves one more 5 KB key -- as a delta (through the store that loaded it), or as a fold
-(through a store that does not know the stored version) -- and prints "saved ETAG".
+KIND (delta, chunked or fold): loads the run, prints "ready", waits for a line on
+stdin, then saves one more key -- 5 KB as a delta (through the store that loaded it),
+2.2 MB as a delta (in two items), or 5 KB as a fold (through a store that does not
+know the stored version) -- and prints "saved ETAG".
 
 race: waits for the file $GO, then ROUNDS times loads the run and saves its next step
 (a 3 KB value naming this process), one save in four through a second store that
@@ -26,6 +27,7 @@ import durable_steps as ds
 from durable_steps.seam.state import frozen_state
 
 NEW = "n" * 5000
+LARGE = "L" * 2_200_000
 
 
 def race(run_id: str, rounds: int) -> None:
@@ -61,11 +63,12 @@ def main() -> None:
         return
     kind, run_id = sys.argv[1], sys.argv[2]
     store: Any = ds.store_from_env()
-    saver: Any = store if kind == "delta" else ds.store_from_env()
+    saver: Any = ds.store_from_env() if kind == "fold" else store
     cp = store.load(run_id)
     assert cp is not None
-    if kind == "delta":
-        state: Any = frozen_state(cp.state, run_id, stored_as=cp.etag).updated({"new": NEW}, run_id)
+    if kind != "fold":
+        new = NEW if kind == "delta" else LARGE
+        state: Any = frozen_state(cp.state, run_id, stored_as=cp.etag).updated({"new": new}, run_id)
     else:
         state = {**cp.state, "new": NEW}
     target = replace(cp, step=cp.step + 1, steps=(*cp.steps, "new"), state=state, updated_at=None)

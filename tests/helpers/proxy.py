@@ -19,6 +19,10 @@ a method (and optionally a path fragment):
   ``after`` with a status (a 429/503/500 about a write that landed), or ``hold`` it
   unanswered, before forwarding it or (``hold-after``) once the server has it, until
   ``heal()`` (a test kills the client meanwhile).
+- ``delay(method, path, times)``: hold matching requests, unanswered, until
+  ``release()``, then forward them -- a request the network delays: the client
+  gives up on it (its timeout), and it reaches the server later all the same. The
+  server's answer to it is recorded (``Exchange.status``), never relayed.
 
 Threads, not asyncio, so that sync tests and an event loop in another thread can use
 it alike; each client connection gets its own thread.
@@ -78,6 +82,7 @@ class Proxy:
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._release = threading.Event()
+        self._delayed = threading.Event()
         self._server = socket.create_server(("127.0.0.1", 0))
         self._closed = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -126,6 +131,16 @@ class Proxy:
             self._rules.append(rule)
         return rule.happened
 
+    def delay(self, method: str, path: str = "", times: int | None = 1) -> None:
+        """Hold matching requests until ``release()``, then forward them (see the top)."""
+        with self._lock:
+            self._delayed.clear()
+            self._rules.append(_Rule(method, path, "delay", times))
+
+    def release(self) -> None:
+        """Forward the requests ``delay`` holds (and any that come after)."""
+        self._delayed.set()
+
     def clear(self) -> None:
         """Forget the exchanges recorded so far."""
         with self._lock:
@@ -137,6 +152,7 @@ class Proxy:
         with self._lock:
             self._rules.clear()
             self._release.set()
+            self._delayed.set()
 
     def store_calls(self) -> list[Exchange]:
         """The exchanges about databases, containers and items: without the account
@@ -184,6 +200,9 @@ class Proxy:
                 if rule is not None and rule.action in ("lose", "hold", "answer"):
                     self._instead(client, exchange, rule)
                     return  # the server never sees the request
+                if rule is not None and rule.action == "delay":
+                    self._delay(exchange, head + body)
+                    return  # the client gave up on it long ago
                 ahead, abody, akeep = self._forward(head + body)
                 exchange.status = int(ahead.split(b" ", 2)[1])
                 exchange.received = len(ahead) + len(abody)
@@ -211,6 +230,13 @@ class Proxy:
         rule.happened.set()
         if rule.action == "hold":
             self._release.wait(60)
+
+    def _delay(self, exchange: Exchange, raw: bytes) -> None:
+        exchange.fault = "delayed"
+        self._delayed.wait(60)
+        ahead, abody, _ = self._forward(raw)
+        exchange.answer_headers, exchange.answer_body = _headers(ahead), abody
+        exchange.status = int(ahead.split(b" ", 2)[1])  # last: what a test waits for
 
     def _after(self, client: socket.socket, exchange: Exchange, rule: _Rule) -> None:
         """A fault once the server answered: drop or hold its answer, or answer another."""

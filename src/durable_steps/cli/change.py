@@ -119,8 +119,9 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
     The store lists only those runs, and each is deleted only if it is unchanged
     since it was listed: a run resumed meanwhile is kept and reported. Without
     --yes the runs are listed first and you are asked. On Cosmos DB it also removes
-    the data (segments) of runs whose head is gone, an hour after it was written: a
-    delete that crashed half-way, a run expired by finished_ttl. Examples:
+    data (segments) that no run's head reaches, an hour after it was written: a
+    delete that crashed half-way, a run expired by finished_ttl, a save that failed
+    or lost to another writer. Examples:
 
     \b
       durable-steps runs prune --older-than 30d --dry-run
@@ -148,7 +149,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
                 if info.error is None:  # (an unreadable run never matches these filters)
                     _prune_one(store, info, dry_run, as_json, done)
                     progress.advance()
-        # Cosmos DB: the data of runs whose head is gone (a crashed delete, an expired run).
+        # Cosmos DB: data that no head reaches (a crashed delete, an expired run, a lost save).
         sweep = None if dry_run else getattr(store, "prune_segments", None)
         segments = sweep() if sweep is not None else None
     if as_json:

@@ -178,11 +178,12 @@ def _probe_deleted(deleted: bool) -> None:
 def migrate(target: str, source: str, as_json: bool) -> None:
     """Copy every run to another store, checkpoints intact (steps, state, attempt, age).
 
-    A run that already exists in the target is left alone and reported; nothing
-    is overwritten. A run that cannot be copied (unreadable, over the state limit)
-    is reported and skipped; the exit status is then 1. Examples, laptop files to
-    Cosmos DB, and a container of the earlier layout (partition key /id) to a new one
-    (partition key /run, from infra/):
+    Each run is read in the target first: one that already exists there is
+    compared, reported and left alone, never written to. A run that cannot be
+    copied (unreadable, over the state limit) is reported and skipped; the exit
+    status is then 1. Examples, laptop files to Cosmos DB, and a container of the
+    earlier layout (partition key /id) to a new one (partition key /run, from
+    infra/):
 
     \b
       COSMOS_ENDPOINT=https://ACCOUNT.documents.azure.com:443/ \\
@@ -237,12 +238,17 @@ def _copy(src: Any, dst: Any, info: RunInfo) -> str | None:
     cp = src.load(info.run_id)
     if cp is None:
         return None  # deleted while we copied
-    try:
-        dst.save(replace(cp, etag=None))
-    except ConflictError:
-        there = dst.load(cp.run_id)
-        return "identical" if there is not None and _same(there, cp) else "conflicts"
-    return "copied"
+    # The target is read first: a run already there is compared, never written to (a
+    # create that loses may leave data behind on Cosmos DB until 'runs prune').
+    there = dst.load(cp.run_id)
+    if there is None:
+        try:
+            dst.save(replace(cp, etag=None))
+        except ConflictError:  # created meanwhile
+            there = dst.load(cp.run_id)
+        else:
+            return "copied"
+    return "identical" if there is not None and _same(there, cp) else "conflicts"
 
 
 def _same(a: Checkpoint, b: Checkpoint) -> bool:

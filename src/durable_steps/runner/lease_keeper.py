@@ -7,7 +7,12 @@ only one of them save at a time (a lock), and both save on top of ``latest`` --
 the last checkpoint this run wrote -- so each is conditional on the other's last
 write and on nobody else's. One more writer is welcome: ``send_signal`` may add
 a signal while we hold the lease. A save that meets such a delivery reloads,
-takes the signals over, and saves again. A run cancelled meanwhile
+takes the signals over, and saves again. So does a save that meets this run's own
+earlier write -- one whose outcome the store could not tell (its answer lost, and
+the read-back failed too), which had landed: a stored version written under this
+run's owner id is adopted, never taken for another worker's (a failure then saved
+on top of it, a lease released after the step it saved, not a lost lease that
+leaves the run held by nobody until it expires). A run cancelled meanwhile
 (``cancel_run``) raises ``RunCancelledError``, one deleted meanwhile a
 ``LeaseLostError`` that says so; any other change means someone took the lease:
 the run's own save raises ``ConflictError`` (which the runner turns into
@@ -27,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
-from ..seam.state import forget_base, freeze, mark_stored
+from ..seam.state import forget_base, freeze, frozen_state, mark_stored, records
 from ..seam.store import Checkpoint, evolve
 from . import checkpoints as cps
 from .claim import cancelled
@@ -62,7 +67,7 @@ class LeaseKeeper:
             except ConflictError:
                 if self.latest is None:
                     raise  # the claim: the runner decides
-                absorbed = _absorb(self.latest, (yield Load(self.r.run_id)))
+                absorbed = _absorb(self.latest, (yield Load(self.r.run_id)), self.r.owner)
                 if absorbed is None:
                     raise
                 self.latest = absorbed
@@ -98,9 +103,14 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
     """``cp`` to be saved over ``latest``: its etag, every signal delivered meanwhile
     (signals are only ever added), and while the same step runs, every record of its
     journal saved meanwhile (calls gathered under ``run_async`` record concurrently,
-    each on the run's checkpoint as it was when it began)."""
+    each on the run's checkpoint as it was when it began). A ``cp`` of an earlier step
+    than ``latest`` -- the runner releasing its lease after the save of a step whose
+    outcome it could not learn, which landed (``_adopted``) -- takes only its lease to
+    ``latest``: a save never undoes a step that landed."""
     if latest is None:
         return cp
+    if cp.step < latest.step:
+        return evolve(latest, owner=cp.owner, lease_expires=cp.lease_expires, updated_at=None)
     if latest.signals.keys() - cp.signals.keys():
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
@@ -111,15 +121,24 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
     return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
 
 
-def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
+def _absorb(latest: Checkpoint, stored: Checkpoint | None, owner: str) -> Checkpoint | None:
     """When the only change since ``latest`` is delivered signals (send_signal saved
-    while we held the lease), ``latest`` as it now is in the store; else None: the
-    lease was lost. A run deleted or cancelled meanwhile raises what says so."""
+    while we held the lease), ``latest`` as it now is in the store. When the stored
+    version was written under this run's own ``owner`` id, at or after ``latest``'s
+    step, it is this run's own write whose outcome the store could not tell (its answer
+    lost, the read-back failed too): adopted. Else None: the lease was lost. A run
+    deleted or cancelled meanwhile raises what says so."""
     if stored is None:
         raise cps.deleted(latest.run_id, latest.step + 1)
     if stored.status == "cancelled":
         log.warning("run %r was cancelled while it ran; step not saved", latest.run_id)
         raise cancelled(latest.run_id, stored.cancel_reason)
+    if (
+        stored.owner == owner
+        and stored.steps[: len(latest.steps)] == latest.steps
+        and (stored.step > latest.step or stored.etag != latest.etag)
+    ):
+        return _adopted(latest, stored)
     same = ("owner", "lease_expires", "step", "steps", "attempt", "status")
     if any(getattr(stored, f) != getattr(latest, f) for f in same):
         return None
@@ -128,6 +147,28 @@ def _absorb(latest: Checkpoint, stored: Checkpoint | None) -> Checkpoint | None:
     mark_stored(latest.state, stored.etag)  # send_signal does not touch the state
     signals = freeze(dict(stored.signals), "", stored.run_id, 0, "signal payload")
     return replace(latest, etag=stored.etag, signals=signals)
+
+
+def _adopted(latest: Checkpoint, stored: Checkpoint) -> Checkpoint:
+    """``stored``, a version this run wrote without learning it had (a save whose
+    outcome was unknown), as the keeper's latest write: frozen as the runner keeps it."""
+    log.info(
+        "run %r: a save whose outcome was unknown had landed (read back: this run's own); "
+        "going on from it",
+        latest.run_id,
+    )
+    run_id = latest.run_id
+    if stored.step == latest.step:  # saves within a step never change its state
+        mark_stored(latest.state, stored.etag)
+        state: Any = latest.state
+    else:
+        state = frozen_state(stored.state, run_id, stored_as=stored.etag)
+    return evolve(
+        stored,
+        state=state,
+        signals=freeze(dict(stored.signals), "", run_id, 0, "signal payload"),
+        calls=records(freeze(dict(r), "", run_id, 0, "call result") for r in stored.calls),
+    )
 
 
 def _stored(sent: Checkpoint, saved: Checkpoint) -> Checkpoint:

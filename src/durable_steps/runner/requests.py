@@ -4,8 +4,8 @@ to do.
 The semantics of a run (``run``), of keeping its lease (``lease_keeper``) and of
 delivering a signal (``signals``) are generators free of I/O: each yields a
 ``Request`` -- ``Load``, ``Save``, ``Call`` a step, ``Sleep``, ``Info`` (a run's
-metadata) -- and is resumed
-with its result, or has its exception thrown in. ``execute`` and ``execute_async``
+metadata), ``LoadHead`` and ``SaveHead`` (a run's checkpoint without its data) -- and
+is resumed with its result, or has its exception thrown in. ``execute`` and ``execute_async``
 run such a program to its end, doing each request with a given function:
 ``store_io``'s for loads, saves and sleeps against a blocking or an async store,
 the drivers' (``drivers``, for ``run`` and ``run_async``) for steps, heartbeats and
@@ -52,13 +52,26 @@ class Sleep(NamedTuple):
     seconds: float
 
 
+class LoadHead(NamedTuple):
+    """The run's checkpoint but its data (``seam.store.HeadStore``), or None."""
+
+    run_id: str
+
+
+class SaveHead(NamedTuple):
+    """Save a checkpoint read by ``LoadHead`` (its state not read): every field but its
+    data, on top of the stored version, whose state and journal stay."""
+
+    checkpoint: Checkpoint
+
+
 class Info(NamedTuple):
     """The run's ``RunInfo`` (its metadata, not its state), or None."""
 
     run_id: str
 
 
-Request = Load | Save | Call | Sleep | Info
+Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead
 R = TypeVar("R")
 
 

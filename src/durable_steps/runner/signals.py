@@ -83,7 +83,8 @@ def wait_for_signal(
 
 def send_signal(store: Store, run_id: str, name: str, payload: Any = None) -> Checkpoint:
     """Deliver signal ``name`` with ``payload`` (JSON) to run ``run_id``; returns the
-    checkpoint as stored. ``RunNotFoundError`` if the run does not exist,
+    checkpoint as stored, read and written without its state (its ``state`` is not
+    read: ``store.load`` gives it). ``RunNotFoundError`` if the run does not exist,
     ``ConflictError`` if that signal was delivered before."""
     return execute(_deliver(run_id, name, payload), plain(store))
 

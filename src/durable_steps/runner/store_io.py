@@ -2,6 +2,10 @@
 need nothing else (a signal's delivery, a heartbeat's save), and the part of the
 drivers' ``do`` that is plain I/O. ``plain`` for a blocking store, ``AsyncIO`` for an
 async one.
+
+``LoadHead`` and ``SaveHead`` go to a ``HeadStore``'s ``load_head`` and ``save_head``
+(the head alone, whatever the state's size); a store of ``load`` and ``save`` alone
+is read and written whole instead.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from ..seam.document import info_of
-from ..seam.store import AsyncStore, Checkpoint, RunInfo, Store
-from .requests import Info, Load, Request, Save, Sleep, execute_async
+from ..seam.state import frozen_state
+from ..seam.store import AsyncHeadStore, AsyncStore, Checkpoint, HeadStore, RunInfo, Store, evolve
+from .requests import Info, Load, LoadHead, Request, Save, SaveHead, Sleep, execute_async
 from .tasks import untracked
 
 T = TypeVar("T")
@@ -30,12 +35,20 @@ def now() -> float:
 
 def plain(store: Store) -> Callable[[Request], Any]:
     """``do`` for programs that only load, save and sleep: a blocking store's I/O."""
+    if isinstance(store, HeadStore):
+        load_head, save_head = store.load_head, store.save_head
+    else:
+        load_head, save_head = (lambda run_id: _whole(store.load(run_id))), store.save
 
     def do(op: Request) -> Any:
         if isinstance(op, Load):
             return store.load(op.run_id)
         if isinstance(op, Save):
             return store.save(op.checkpoint)
+        if isinstance(op, LoadHead):
+            return load_head(op.run_id)
+        if isinstance(op, SaveHead):
+            return save_head(op.checkpoint)
         if isinstance(op, Sleep):
             return _sleep(op.seconds)
         if isinstance(op, Info):
@@ -61,8 +74,10 @@ class AsyncIO:
     async def __call__(self, op: Request) -> Any:
         if isinstance(op, Load):
             return await self.store.load(op.run_id)
-        if isinstance(op, Save):
+        if isinstance(op, Save | SaveHead):
             return await self._save(op)
+        if isinstance(op, LoadHead):
+            return await self._load_head(op.run_id)
         if isinstance(op, Sleep):
             if self.cancelled:
                 raise asyncio.CancelledError
@@ -74,8 +89,17 @@ class AsyncIO:
             return await info(op.run_id)
         raise TypeError(op)
 
-    async def _save(self, op: Save) -> Any:
-        saving = untracked(self.store.save(op.checkpoint))
+    async def _load_head(self, run_id: str) -> Checkpoint | None:
+        if isinstance(self.store, AsyncHeadStore):
+            return await self.store.load_head(run_id)
+        return _whole(await self.store.load(run_id))
+
+    async def _save(self, op: Save | SaveHead) -> Any:
+        store = self.store
+        if isinstance(op, SaveHead) and isinstance(store, AsyncHeadStore):
+            saving = untracked(store.save_head(op.checkpoint))
+        else:
+            saving = untracked(store.save(op.checkpoint))
         while True:
             try:
                 return await asyncio.shield(saving)
@@ -96,6 +120,15 @@ async def execute_on(program: Generator[Request, Any, T], store: AsyncStore) -> 
     if io.cancelled:
         raise asyncio.CancelledError
     return done
+
+
+def _whole(cp: Checkpoint | None) -> Checkpoint | None:
+    """``LoadHead`` on a store of ``load`` and ``save`` alone: the run read whole, its
+    state marked as the stored one, so that its ``SaveHead`` (a save) writes no state
+    where the store can tell."""
+    if cp is None:
+        return None
+    return evolve(cp, state=frozen_state(cp.state, cp.run_id, stored_as=cp.etag))
 
 
 def _info_of(cp: Checkpoint | None) -> RunInfo | None:

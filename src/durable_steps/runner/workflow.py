@@ -26,7 +26,7 @@ from ..seam.state import freeze, frozen_state
 from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
 from .claim import MAX_ATTEMPTS, cancelled
 from .drivers import _async_only, _sync_only, drive, drive_async
-from .requests import Load, Request, Save, execute
+from .requests import LoadHead, Request, Save, execute
 from .run import RunProgram
 from .step import Step
 from .store_io import execute_on, plain
@@ -118,7 +118,7 @@ def start_program(
     check_name(workflow, "workflow name")
     state = frozen_state({} if input is None else input, run_id)
     while True:
-        cp = yield Load(run_id)
+        cp = yield LoadHead(run_id)  # the head tells whether it exists, and as what
         if cp is not None:
             if cp.workflow != workflow:
                 of = f"workflow {cp.workflow!r}" if cp.workflow else "a plain run()"

@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError
 from .state import check_json, is_checked, is_record
-from .store import STATUSES, Checkpoint, RunInfo, check_run_id, corrupt_error
+from .store import STATUSES, Checkpoint, RunInfo, StateNotRead, check_run_id, corrupt_error
 
 SCHEMA = 4
 """The schema this version writes (see the top); 1 to 3 still load."""
@@ -35,7 +35,33 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
 
     The state is checked against the JSON rules (``state``) unless the runner
     already froze it, which checked it once, value by value, as steps returned it.
+    A checkpoint read without its state (``load_head``) is refused: saved whole, it
+    would replace the run's state (``save_head`` saves it).
     """
+    if isinstance(cp.state, StateNotRead):
+        raise TypeError(
+            f"run {cp.run_id!r}: this checkpoint was read without its state (load_head); "
+            "save it with save_head, which keeps the stored state, or load the run whole"
+        )
+    doc = head_document(cp, etag=etag)
+    if not is_checked(cp.state):
+        if not isinstance(cp.state, dict):
+            raise InvalidStateError(
+                f"run {cp.run_id!r}: state must be a dict, not {type(cp.state).__name__}",
+                run_id=cp.run_id,
+            )
+        check_json(cp.state, cp.run_id)
+    calls = cp.calls
+    if calls and not is_checked(calls) and not all(is_checked(r) for r in calls):
+        check_json(list(calls), cp.run_id, "call result")
+    doc["calls"] = calls if is_checked(calls) else list(calls)  # (a tuple encodes as a list)
+    doc["state"] = cp.state
+    return doc
+
+
+def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
+    """``to_document`` but the data: every field of the checkpoint except ``calls`` and
+    ``state``, checked (what a store writes of a head-only save, ``save_head``)."""
     check_run_id(cp.run_id)
     if not isinstance(cp.step, int) or isinstance(cp.step, bool) or cp.step < -1:
         raise StepMismatchError(
@@ -50,18 +76,8 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
             "step (nothing was saved)",
             run_id=cp.run_id,
         )
-    if not is_checked(cp.state):
-        if not isinstance(cp.state, dict):
-            raise InvalidStateError(
-                f"run {cp.run_id!r}: state must be a dict, not {type(cp.state).__name__}",
-                run_id=cp.run_id,
-            )
-        check_json(cp.state, cp.run_id)
     if not is_checked(cp.signals):
         check_json(dict(cp.signals), cp.run_id, "signal payload")
-    calls = cp.calls
-    if calls and not is_checked(calls) and not all(is_checked(r) for r in calls):
-        check_json(list(calls), cp.run_id, "call result")
     # The etag leads, so a store can read a file's version from its first bytes.
     doc: dict[str, Any] = {} if etag is None else {"etag": etag}
     doc |= {
@@ -82,8 +98,6 @@ def to_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "cancel_reason": cp.cancel_reason,
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
-        "calls": calls if is_checked(calls) else list(calls),  # (a tuple encodes as a list)
-        "state": cp.state,
     }
     return doc
 

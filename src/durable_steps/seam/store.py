@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from .errors import (
     ConflictError,
@@ -81,6 +81,35 @@ class Checkpoint:
 
 
 _FIELDS = frozenset(f.name for f in fields(Checkpoint))
+
+
+class StateNotRead(dict[str, Any]):
+    """The ``state`` of a checkpoint read without it (``load_head``): a stand-in that
+    refuses to be read, so that code expecting the run's state learns at once that it
+    was not read, instead of finding an empty one. ``save`` refuses such a checkpoint
+    (it would replace the state); ``save_head`` is what saves it."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "this checkpoint was read without its state (load_head: what send_signal, "
+            "cancel_run and Workflow.start read); load the run (store.load) to read its state"
+        )
+
+    __getitem__ = __iter__ = __len__ = __contains__ = get = keys = values = items = _refuse
+    __setitem__ = __delitem__ = pop = popitem = clear = update = setdefault = _refuse
+    __ior__ = __or__ = copy = _refuse
+
+    def __repr__(self) -> str:
+        return "<state not read>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StateNotRead, ())
+
+
+NOT_READ = StateNotRead()
+"""The state of every checkpoint that ``load_head`` and ``save_head`` return."""
 
 
 def evolve(cp: Checkpoint, **changes: Any) -> Checkpoint:
@@ -175,7 +204,10 @@ class Store(Protocol):
     due_before=None, limit=None)`` (filters applied by the backend, results
     streamed, no state read), ``run_info(run_id)`` (one run's ``RunInfo``, or
     None: its metadata without its state) and ``close()``, and are context
-    managers.
+    managers. They also read and write a run's *head* -- its checkpoint but its
+    data (the state and the running step's journal) -- alone (``HeadStore``):
+    ``load_head(run_id)`` and ``save_head(checkpoint)``, what a signal, a
+    cancellation and ``Workflow.start`` use.
     """
 
     def load(self, run_id: str) -> Checkpoint | None: ...
@@ -190,6 +222,56 @@ class AsyncStore(Protocol):
     async def load(self, run_id: str) -> Checkpoint | None: ...
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint: ...
+
+
+@runtime_checkable
+class HeadStore(Store, Protocol):
+    """A ``Store`` that reads and writes a run's head -- its checkpoint but its data --
+    without its data: a change from outside (a signal, a cancellation) then costs the
+    head, whatever the state's size. Every store of this package is one; a store of
+    ``load`` and ``save`` alone still works, read and written whole.
+
+    ``load_head(run_id)`` returns the stored checkpoint but its data: ``state`` is
+    ``NOT_READ`` (a stand-in that refuses to be read) and ``calls`` is empty; every
+    other field is as ``load`` gives it, the etag too. ``None``: the run has no
+    checkpoint. Unreadable fields raise ``CorruptCheckpointError``, as ``load``.
+
+    ``save_head(checkpoint)`` saves every field of ``checkpoint`` but its data, on top
+    of the stored version at ``checkpoint.etag``, whose state and journal stay as they
+    are (``checkpoint.state`` and ``.calls`` are ignored). Conditional like ``save``
+    (a stored etag other than ``checkpoint.etag``, or no run: ``ConflictError``,
+    nothing written; ``etag=None``: ``ValueError``, a head changes a stored run), as
+    durable, and settled the same way when its answer is lost. It returns the
+    checkpoint as stored, its state ``NOT_READ``, its calls empty, with its new etag.
+    """
+
+    def load_head(self, run_id: str) -> Checkpoint | None: ...
+
+    def save_head(self, checkpoint: Checkpoint) -> Checkpoint: ...
+
+
+@runtime_checkable
+class AsyncHeadStore(AsyncStore, Protocol):
+    """``HeadStore`` for asyncio: the same contract, awaited."""
+
+    async def load_head(self, run_id: str) -> Checkpoint | None: ...
+
+    async def save_head(self, checkpoint: Checkpoint) -> Checkpoint: ...
+
+
+def head_of(cp: Checkpoint) -> Checkpoint:
+    """``cp`` as ``load_head`` gives it: its data not read."""
+    return evolve(cp, state=NOT_READ, calls=())
+
+
+def head_etag(cp: Checkpoint) -> str:
+    """The etag a ``save_head`` changes; ``ValueError`` if there is none."""
+    if cp.etag is None:
+        raise ValueError(
+            f"run {cp.run_id!r}: save_head changes a stored run's head and needs the etag "
+            "it was read at (load_head); save() creates a run"
+        )
+    return cp.etag
 
 
 MAX_STATE_BYTES = 64 * 1024 * 1024

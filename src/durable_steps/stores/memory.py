@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from itertools import islice
 from typing import Any
 
-from ..seam.document import decode, dumps, info_of, to_document
+from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.errors import CorruptCheckpointError
 from ..seam.metering import wrote
 from ..seam.store import (
@@ -21,6 +21,8 @@ from ..seam.store import (
     conflict,
     delete_conflict,
     evolve,
+    head_etag,
+    head_of,
     matches,
     state_limit,
 )
@@ -57,15 +59,38 @@ class MemoryStore:
         # (for the size limit) and joined, the bytes are those of dumps(doc).
         calls, state = dumps(doc.pop("calls")), dumps(doc.pop("state"))
         check_size(checkpoint.run_id, len(calls) + len(state), self.max_state_bytes)
-        data = b'%s,"calls":%s,"state":%s}' % (dumps(doc)[:-1], calls, state)
         with self._lock:
-            current = self._etag(checkpoint.run_id)
-            if current != checkpoint.etag:
-                raise conflict(checkpoint.run_id, checkpoint.etag, current is None)
-            self._runs[checkpoint.run_id] = data
-            self._etags[checkpoint.run_id] = (etag, data)
-        wrote(len(data))
+            self._put(checkpoint, doc, calls, state)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+
+    def load_head(self, run_id: str) -> Checkpoint | None:
+        """The run's checkpoint but its data (``HeadStore``)."""
+        cp = self.load(run_id)
+        return None if cp is None else head_of(cp)
+
+    def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Save every field but the data on top of the stored version (``HeadStore``)."""
+        head_etag(checkpoint)
+        etag = secrets.token_hex(12)
+        doc = head_document(checkpoint, etag=etag)
+        with self._lock:
+            raw = self._runs.get(checkpoint.run_id)
+            if raw is None:
+                raise conflict(checkpoint.run_id, checkpoint.etag, True)
+            stored = decode(raw, checkpoint.run_id, "memory")
+            self._put(checkpoint, doc, dumps(list(stored.calls)), dumps(stored.state))
+        return head_of(evolve(checkpoint, etag=etag, updated_at=doc["updated_at"]))
+
+    def _put(self, cp: Checkpoint, doc: dict[str, Any], calls: bytes, state: bytes) -> None:
+        """Store ``doc`` (but its data) with the journal and state given as JSON, if the
+        stored etag is ``cp.etag``. Under the lock."""
+        current = self._etag(cp.run_id)
+        if current != cp.etag:
+            raise conflict(cp.run_id, cp.etag, current is None)
+        data = b'%s,"calls":%s,"state":%s}' % (dumps(doc)[:-1], calls, state)
+        self._runs[cp.run_id] = data
+        self._etags[cp.run_id] = (doc["etag"], data)
+        wrote(len(data))
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         """Remove the run; False if it had none. With ``etag``, only if unchanged."""
@@ -131,6 +156,12 @@ class AsyncMemoryStore:
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self.sync.save(checkpoint)
+
+    async def load_head(self, run_id: str) -> Checkpoint | None:
+        return self.sync.load_head(run_id)
+
+    async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.sync.save_head(checkpoint)
 
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         return self.sync.delete(run_id, etag=etag)

@@ -224,6 +224,30 @@ def test_on_the_growing_workload_a_save_sends_its_update(
     assert sum(sent) < 3_000_000
 
 
+@pytest.mark.filterwarnings("ignore:Sending a large body directly with raw bytes:ResourceWarning")
+def test_steps_adding_more_than_an_item_each_send_their_updates_not_the_state(
+    proxied: tuple[Cosmos, Proxy], run_id: str
+) -> None:
+    """Four steps that each add 2.5 MB, more than one 2 MB item: each save sends its 2.5
+    MB (a segment of two items, then the head), about the 10 MB of updates in all. A
+    save that folded whenever a change did not fit one item sent the whole state each
+    time: 2.5 + 5 + 7.5 + 10 = 25 MB. The run loads whole."""
+    endpoint, proxy = proxied
+    grown = 2_500_000
+    steps = [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": chr(97 + i) * grown}) for i in range(4)]
+    with endpoint.store() as store:
+        proxy.clear()
+        ds.run(run_id, steps, store)
+        saves = saves_of(proxy.store_calls(), run_id)[1:]  # (the first: the claim)
+        sent = [sum(w.sent for w in s) for s in saves]
+        assert len(saves) == 4 and all(grown < n < grown * 1.05 for n in sent), sent
+        assert sum(sent) < 4 * grown * 1.05, sum(sent)
+        assert [len(s) for s in saves[1:]] == [3, 3, 3]  # two items and the head
+        loaded = store.load(run_id)
+    assert loaded is not None
+    assert loaded.state == {f"k{i}": chr(97 + i) * grown for i in range(4)}
+
+
 def main() -> None:  # pragma: no cover - prints the numbers of docs/cosmos-db.md
     import logging
     import uuid

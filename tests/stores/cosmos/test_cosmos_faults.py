@@ -4,12 +4,17 @@ against cosmos-local through a loopback proxy that breaks the connection on purp
 The sync SDK raises a transport error when the connection drops after a write went
 out; the async SDK retries the write, and the retry meets the first one (412 for a
 replace, 409 for a create). Either way the write may have landed, so the store reads
-the run back and looks for its save's nonce. It never says "nothing was written"
-about a write that landed, and never reports success for one that did not.
+the run back and looks for its save's nonce. A save that has not landed yet is sent
+again, conditional on the same version: landing, it fences out the first, which the
+network may still deliver (a proxy that delays a request past the client's timeout
+shows it). It never says "nothing was written" -- of a write that landed, or of one
+that may still land -- and never reports success for one that did not.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +22,9 @@ import pytest
 
 import durable_steps as ds
 
-from ...conftest import Cosmos
+from ...conftest import Cosmos, SyncFacade
 from ...helpers.proxy import Proxy
+from ...helpers.waiting import wait_until
 
 WRITES = {"create": "POST", "replace": "PUT"}
 
@@ -56,19 +62,37 @@ def test_a_write_that_landed_is_a_success_though_its_answer_was_lost(
 
 
 @pytest.mark.parametrize("write", WRITES)
-def test_a_write_that_never_arrived_says_nothing_was_written(
+def test_a_write_lost_once_is_sent_again(
     through: tuple[Any, Proxy, Cosmos], write: str, run_id: str
 ) -> None:
-    """Every attempt of the write is lost before reaching the server: the read-back
-    shows the stored run is still the one the save meant to replace (or none), so the
-    error says nothing was written, and the stored run is unchanged."""
+    """The write is lost before reaching the server: read back, it has not landed, so
+    it is sent again, lands, and the save returns the stored etag."""
+    store, proxy, _ = through
+    _, target = _first(store, write, run_id)
+    proxy.clear()
+    proxy.drop_request(WRITES[write], "/docs")
+    saved = store.save(target)
+    loaded = store.load(run_id)
+    assert loaded is not None and (loaded.etag, loaded.state) == (saved.etag, target.state)
+
+
+@pytest.mark.parametrize("write", WRITES)
+def test_a_write_that_never_arrived_has_not_landed_yet(
+    through: tuple[Any, Proxy, Cosmos], write: str, run_id: str
+) -> None:
+    """Every attempt of the write is lost before reaching the server, the one sent
+    again too: the read-back shows the stored run is still the one the save meant to
+    replace (or none), so the error says it has not landed yet -- not that nothing was
+    written, which the store cannot know of a request that may be on its way -- and the
+    stored run is unchanged."""
     store, proxy, _ = through
     base, target = _first(store, write, run_id)
     proxy.clear()
     proxy.drop_request(WRITES[write], "/docs", times=None)
-    with pytest.raises(ds.StoreError, match=r"did not land.*nothing was written") as err:
+    with pytest.raises(ds.StoreError, match=r"has not landed yet.*may still land") as err:
         store.save(target)
     assert not isinstance(err.value, ds.ConflictError)
+    assert "othing was written" not in str(err.value)
     proxy.heal()
     loaded = store.load(run_id)
     assert (loaded.etag if loaded else None) == base.etag
@@ -125,3 +149,77 @@ def test_a_transport_error_names_its_cause(through: tuple[Any, Proxy, Cosmos], r
     with pytest.raises(ds.StoreError, match=cause) as err:
         store.load(run_id)
     assert err.value.__cause__ is not None
+
+
+@pytest.fixture(params=["sync", "async"])
+def impatient(
+    request: pytest.FixtureRequest,
+    proxied: tuple[Cosmos, Proxy],
+    loop: asyncio.AbstractEventLoop,
+) -> Iterator[tuple[Any, Proxy, Cosmos]]:
+    """``through``, with a client that waits one second for an answer (five by default)."""
+    endpoint, proxy = proxied
+    store: Any = (
+        endpoint.store(read_timeout=1)
+        if request.param == "sync"
+        else SyncFacade(endpoint.async_store(read_timeout=1), loop)
+    )
+    try:
+        store.load("warm-up")
+        proxy.clear()
+        yield store, proxy, replace(endpoint, endpoint=proxy.upstream_url)
+    finally:
+        proxy.release()
+        store.close()
+
+
+def late_ones(proxy: Proxy, count: int) -> list[int]:
+    """The statuses the server gave the delayed requests, once it answered ``count``."""
+
+    def answered() -> list[int]:
+        return [e.status for e in proxy.of("PUT") if e.fault == "delayed" and e.status]
+
+    wait_until(lambda: len(answered()) >= count, "the delayed writes to reach the server")
+    return sorted(answered())
+
+
+def test_a_head_write_delayed_past_its_timeout_is_sent_again_and_the_late_one_fenced(
+    impatient: tuple[Any, Proxy, Cosmos], run_id: str
+) -> None:
+    """The head's write is delayed in the network past the client's timeout; read back,
+    it has not landed, so it is sent again (the same write, conditional on the same
+    version): that one lands and the save returns. The delayed write reaches the server
+    later and is refused (412): it was fenced out, and the etag returned stays current.
+    (Before, the save said "nothing was written" -- and the delayed write landed.)"""
+    store, proxy, _ = impatient
+    _, target = _first(store, "replace", run_id)
+    proxy.clear()
+    proxy.delay("PUT", "/docs/")
+    saved = store.save(target)
+    proxy.release()
+    assert late_ones(proxy, 1) == [412]
+    loaded = store.load(run_id)
+    assert loaded is not None and (loaded.etag, loaded.state) == (saved.etag, target.state)
+
+
+def test_a_head_write_that_has_not_landed_yet_is_not_called_unwritten(
+    impatient: tuple[Any, Proxy, Cosmos], run_id: str
+) -> None:
+    """Every write of the head is delayed past the timeout, the one sent again too: read
+    back, the save has not landed yet, and the error says so -- and that it may still
+    land; never "nothing was written". Released, one of the writes lands (the others
+    are refused), as the error warned."""
+    store, proxy, _ = impatient
+    base, target = _first(store, "replace", run_id)
+    proxy.clear()
+    proxy.delay("PUT", "/docs/", times=None)
+    with pytest.raises(ds.StoreError, match=r"has not landed yet.*may still land") as err:
+        store.save(target)
+    assert "othing was written" not in str(err.value)
+    assert not isinstance(err.value, ds.ConflictError)
+    sent = len(proxy.of("PUT"))
+    proxy.release()
+    statuses = late_ones(proxy, sent)
+    assert statuses[0] == 200 and set(statuses[1:]) <= {412}, statuses
+    loaded = store.load(run_id)
+    assert loaded is not None and loaded.state == target.state and loaded.etag != base.etag

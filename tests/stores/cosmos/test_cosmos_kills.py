@@ -1,9 +1,10 @@
 """A save of the /run layout against real process death: a child process saves through
 the test proxy, the proxy holds the k-th request of the save -- before it reaches the
 server, or once the server has it -- and the test SIGKILLs the child meanwhile, for
-every k of a delta save (segment, head) and of a fold (snapshot, head, the query of
-superseded segments, their deletes). The run then loads at the save before, or the
-one that was killed, exactly as the head says, and saving on from it works."""
+every k of a delta save (segment, head), of a delta larger than an item (its two
+items, head) and of a fold (snapshot, head, the query of superseded segments, their
+deletes). The run then loads at the save before, or the one that was killed, exactly
+as the head says, and saving on from it works."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from ...helpers.proxy import Proxy
 from .test_cosmos_layout import segmented
 
 CHILD = str(Path(__file__).parents[2] / "helpers" / "cosmos_child.py")
-REQUESTS = {"delta": 2, "fold": 6}
-HEAD = 1
-"""The head is the second request of both saves (after one segment: the snapshot of a
-15 KB state is one item)."""
+REQUESTS = {"delta": 2, "chunked": 3, "fold": 6}
+HEAD = {"delta": 1, "chunked": 2, "fold": 1}
+"""Which request writes the head: after one segment (a delta, or the snapshot of a 15
+KB state: one item each), or after the two items of a 2.2 MB change."""
+NEW = {"delta": "n" * 5000, "chunked": "L" * 2_200_000, "fold": "n" * 5000}
 
 
 def killed_at(proxied: tuple[Cosmos, Proxy], kind: str, run_id: str, k: int, when: str) -> None:
@@ -77,8 +79,9 @@ def test_a_save_killed_at_any_request_loads_whole(
                 with direct.store() as reader:
                     loaded = reader.load(rid)
                     assert loaded is not None
-                    landed = k > HEAD or (k == HEAD and when == "hold-after")
-                    expected = {**base.state, "new": "n" * 5000} if landed else dict(base.state)
+                    head = HEAD[kind]
+                    landed = k > head or (k == head and when == "hold-after")
+                    expected = {**base.state, "new": NEW[kind]} if landed else dict(base.state)
                     assert loaded.state == expected, (k, when)
                     assert loaded.steps[-1] == ("new" if landed else base.steps[-1])
                     assert (loaded.etag == base.etag) != landed

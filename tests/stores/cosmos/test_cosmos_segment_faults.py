@@ -1,6 +1,7 @@
 """A save of the /run layout broken at every request, on the real SDK against
-cosmos-local through the test proxy: each request of a delta save (segment, head) and
-of a fold (snapshot, head, the query of superseded segments, their deletes) is lost
+cosmos-local through the test proxy: each request of a delta save (segment, head), of
+a delta larger than an item (its two items, head) and of a fold (snapshot, head, the
+query of superseded segments, their deletes) is lost
 before it reaches the server, or its answer is lost after it landed, or it is answered
 429, 503 or 500 after it landed. Whatever happens, a load gives the last acknowledged
 save or the one in flight, whole (compared exactly), never a mix; the save's error, if
@@ -20,6 +21,10 @@ from ...conftest import Cosmos
 from ...helpers.proxy import Proxy
 from .test_cosmos_layout import KB5, grow, segmented, split
 
+# aiohttp (under the async SDK) warns about request bodies over 1 MiB sent as raw bytes.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Sending a large body directly with raw bytes:ResourceWarning"
+)
 FAULTS = {
     "request lost": ("lose", 0),
     "answer lost": ("drop", 0),
@@ -27,11 +32,17 @@ FAULTS = {
     "503 after it landed": ("after", 503),
     "500 after it landed": ("after", 500),
 }
-REQUESTS = {"delta": 2, "fold": 6}
-"""Requests of the save under test: a segment and the head; or a snapshot, the head,
-the query of superseded segments and their three deletes."""
-NOTHING = ("Nothing was saved", "nothing was written")
-UNKNOWN = "outcome is unknown"
+REQUESTS = {"delta": 2, "chunked": 3, "fold": 6}
+"""Requests of the save under test: a segment and the head; a change larger than an
+item, in two items, and the head; or a snapshot, the head, the query of superseded
+segments and their three deletes."""
+LARGE = "L" * 2_200_000
+"""A change larger than one item (2 MB): a segment of two items."""
+NOTHING = "Nothing was saved"
+"""A segment failed: the head, which commits a save, was never sent."""
+UNSURE = ("has not landed yet", "outcome is unknown")
+"""The head was sent and not confirmed: it has not landed yet (but may still: the test
+proxy lost it for good, which the store cannot know), or the read-back failed too."""
 
 
 def the_save(
@@ -39,10 +50,12 @@ def the_save(
 ) -> tuple[ds.Checkpoint, ds.Checkpoint]:
     """The last acknowledged checkpoint of a run with a snapshot and two deltas, and the
     checkpoint the save under test writes: one more 5 KB key (a delta, on a store that
-    knows the run), or the same through a store that does not (a fold)."""
-    if kind == "delta":
+    knows the run), a 2.2 MB one (a delta of two items), or a 5 KB key through a store
+    that does not know the run (a fold)."""
+    if kind != "fold":
         base = segmented(store, run_id, saves=3)
-        state = base.state.updated({"new": KB5}, run_id)  # type: ignore[attr-defined]
+        new = KB5 if kind == "delta" else LARGE
+        state = base.state.updated({"new": new}, run_id)  # type: ignore[attr-defined]
     else:
         with direct.store() as other:
             base = segmented(other, run_id, saves=3)
@@ -62,8 +75,16 @@ def settle(store: Any, proxy: Proxy, target: ds.Checkpoint) -> tuple[ds.Checkpoi
         proxy.heal()
 
 
-@pytest.mark.parametrize("kind", REQUESTS)
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        (fault, kind)
+        for kind in REQUESTS
+        for fault in FAULTS
+        # a large delta's items meet the faults of any item: lost, or landed unanswered
+        if kind != "chunked" or fault in ("request lost", "answer lost", "503 after it landed")
+    ],
+)
 def test_a_save_broken_at_any_request_leaves_one_whole_checkpoint(
     through: tuple[Any, Proxy, Cosmos], run_id: str, kind: str, fault: str
 ) -> None:
@@ -85,10 +106,10 @@ def test_a_save_broken_at_any_request_leaves_one_whole_checkpoint(
             assert loaded is not None
             if saved is not None:
                 assert (loaded.state, loaded.etag) == (target.state, saved.etag), (k, fault)
-            elif any(words in error for words in NOTHING):
+            elif NOTHING in error:
                 assert (loaded.state, loaded.etag) == (base.state, base.etag), (k, error)
             else:
-                assert UNKNOWN in error, (k, error)
+                assert any(words in error for words in UNSURE), (k, error)
                 assert loaded.state in (base.state, target.state)
             assert loaded.steps[-1] == ("new" if loaded.state == target.state else "s2")
             after = reader.save(replace(loaded, state={**loaded.state, "on": 1}, updated_at=None))
@@ -109,7 +130,7 @@ def test_orphans_left_by_failed_saves_go_with_the_next_fold(
     proxy.clear()
     proxy.drop_request("PUT", "/docs/", times=None)  # the head never arrives, nor a retry
     saved, error = settle(store, proxy, target)
-    assert saved is None and any(words in error for words in NOTHING), error
+    assert saved is None and UNSURE[0] in error, error
     upstream = replace(direct, endpoint=proxy.upstream_url)
     head, segments = split(upstream, run_id)
     assert head["_etag"] == base.etag

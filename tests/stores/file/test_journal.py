@@ -17,7 +17,7 @@ import durable_steps as ds
 from durable_steps.seam import delta, document
 from durable_steps.seam.state import freeze, frozen_state
 from durable_steps.stores.file import fileio, journal
-from durable_steps.stores.file import store as file_store
+from durable_steps.stores.file import writer as file_writer
 
 from ...helpers.journals import advance, history, same
 
@@ -66,7 +66,7 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
     4x the first record rewrote it at 64 KB, 256 KB and 1 MB)."""
     written: list[int] = []
     new_files: list[int] = []
-    real_write_at, real_atomic_write = fileio.write_at, file_store.atomic_write
+    real_write_at, real_atomic_write = fileio.write_at, file_writer.atomic_write
 
     def write_at(fd: int, offset: int, data: bytes) -> None:
         written.append(len(data))
@@ -77,7 +77,7 @@ def test_growing_state_writes_about_the_sum_of_its_updates(
         real_atomic_write(target, data)
 
     monkeypatch.setattr(fileio, "write_at", write_at)
-    monkeypatch.setattr(file_store, "atomic_write", atomic_write)
+    monkeypatch.setattr(file_writer, "atomic_write", atomic_write)
     text = "t" * 5000
 
     def step(i: int) -> ds.Step:

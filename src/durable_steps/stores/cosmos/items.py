@@ -122,6 +122,26 @@ class Items:
                 unsized += self._piece("state", self.dump(body["state"]))
             write = Write(cp, body, self._with_size(unsized), fields)
             write.sent = write.size
+        return self._sized(write, too_large)
+
+    def partial(
+        self, cp: Checkpoint, body: dict[str, Any], kept: tuple[str, ...], *, too_large: str
+    ) -> Write | None:
+        """``body``, which lacks the ``kept`` fields (they stay as stored), as a partial
+        update of the version known at ``cp.etag``; None when it cannot be one (a version
+        this store does not know, more changes than a patch holds, a store that
+        replaces): then the whole item must be written."""
+        known = self.known_at(cp.run_id, cp.etag)
+        if not self.patch or known is None:
+            return None
+        stored = {k: known.fields[k] for k in kept if k in known.fields}
+        fields = stored | {k: self.dump(v) for k, v in body.items()}
+        write = self._partial(cp, body, fields)
+        return None if write is None else self._sized(write, too_large)
+
+    def _sized(self, write: Write, too_large: str) -> Write:
+        """``write`` with its size in its body, refused over the item limit."""
+        cp, body, fields = write.checkpoint, write.body, write.fields
         body["size"] = write.size
         fields["size"] = str(write.size)
         if write.size > MAX_BODY:

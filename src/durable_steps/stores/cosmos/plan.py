@@ -132,9 +132,7 @@ class _Planner:
             log = chain.log + len(data)
             outweighs = log > sg.FOLD_RATIO * self.data and log > sg.FOLD_MIN
             if chain.count < sg.MAX_DELTAS and not outweighs:
-                found = self._delta(chain, json.loads(data), data)
-                if found is not None:
-                    return found
+                return self._delta(chain, json.loads(data), data)
         if change is not None or stored is not None:
             parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
         return self._fold(parts)
@@ -168,16 +166,17 @@ class _Planner:
         cleanup = None if fold is None else (fold, "")
         return SavePlan(write, [], cleanup, self._remember(write, fold=kept))
 
-    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan | None:
+    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan:
+        """One more segment: the change, in one item or -- larger than an item -- cut
+        into several (a step that adds 2.5 MB sends its 2.5 MB, never the state)."""
         seg = sg.nonce()
         head = sg.segment_head(
             self.cp.run_id, seg, gen=chain.gen, fold=chain.fold, seq=chain.seq + 1, prev=chain.tip
         )
         found = sg.segment_items(
-            self.items.measure, self.items.escaped, head, change, data, split=False
+            self.items.measure, self.items.escaped, head, change, data, split=True
         )
-        if found is None:
-            return None
+        assert found is not None  # (split: always items)
         after = chain.then(seg, len(data))
         write = self._write(self.head | after.fields(), partial=False)
         return SavePlan(write, found, None, self._remember(write, chain=after, until=self.until))
@@ -210,3 +209,52 @@ class _Planner:
             None if first else (fold, seg),
             self._remember(write, chain=chain, fold=fold, until=self.until),
         )
+
+
+def plan_head(
+    items: Items,
+    cp: Checkpoint,
+    doc: dict[str, Any],
+    known: Known,
+    data: dict[str, Any] | None,
+    *,
+    legacy: bool,
+) -> SavePlan | None:
+    """A head-only save (``save_head``): the fields of ``doc`` (``head_document``) over
+    the stored version ``known``, whose data stays. A head that points to segments is
+    written alone, a PATCH or a replace. A head with the data inline (and an item of
+    the earlier layout) is patched around its data; when it cannot be (a version this
+    store does not know, a patch of more than 10 operations, a service that refuses
+    them) the whole item is written, with the stored ``data`` (the item read back: its
+    ``state`` and ``calls``) -- None asks for it."""
+    body = doc | {"id": cp.run_id, "nonce": sg.nonce()}
+    ttl = items.finished_ttl if cp.done else None
+    chain, until = known.chain, known.until
+    if not legacy:
+        body["run"] = cp.run_id
+        if known.sizes is not None:
+            body["sizes"] = list(known.sizes)
+        if chain is not None:
+            body |= chain.fields()
+            if until is None:
+                ttl = None  # its segments do not expire: a save that folds makes them
+        elif known.fold is not None:
+            body["fold"] = known.fold
+    if ttl is not None:
+        body["ttl"] = ttl
+    if until is not None:
+        left = max(1, round(until - time.time()) - sg.TTL_MARGIN)  # as _Planner._write
+        body["ttl"] = left if ttl is None else min(ttl, left)
+        body["until"] = until
+    too_large = _LEGACY_TOO_LARGE if legacy else _HEAD_TOO_LARGE
+    if chain is not None:
+        write = items.write(cp, body, partial=True, too_large=too_large)
+    elif found := items.partial(cp, body, ("state", "calls"), too_large=too_large):
+        write = found
+    elif data is None:
+        return None
+    else:
+        body |= {"state": data.get("state"), "calls": data.get("calls") or []}
+        write = items.write(cp, body, partial=False, too_large=too_large)
+    after = Known("", write.fields, write.size, known.sizes, chain, known.fold, until, known.calls)
+    return SavePlan(write, [], None, after)

@@ -8,60 +8,35 @@ twice.
 
 The layout is the container's (``segments``: partition key ``/run``, a head and
 segments; or the earlier ``/id``, one whole item per run), read from its properties
-when the store opens it. A save (``plan``) creates its segments, then writes the
-head -- the commit -- with ``no_response`` (the etag comes from the answer's
-headers), then deletes what a fold superseded. A segment that fails fails the save,
-which then says nothing was saved (the head is untouched). When the head's answer is
-not seen (the connection dropped after the request went out, a timeout, a 5xx, or a
-409/412 that may be the SDK's own retry meeting the write it sent first), the
-program reads the head back and settles the outcome by the save's nonce:
-
-- the stored head carries this save's nonce: the save landed; it returns normally;
-- it is the version the save meant to replace (or, for a create, there is none):
-  nothing was written, a ``StoreError`` that says so (retrying is safe);
-- it is another writer's (or gone): ``ConflictError``, saying it was checked;
-- the read fails too: a ``StoreError`` saying the outcome is unknown (reload first).
-
-It never reports "nothing was written" about a write that landed.
+when the store opens it. This module has the base of the programs and the loads;
+saves are ``saves``'s, a head read and written alone ``heads``'s, deletes and the
+sweep ``removal``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Generator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...seam.document import from_document
 from ...seam.errors import ConfigurationError, CorruptCheckpointError
-from ...seam.metering import wrote
 from ...seam.store import (
     Checkpoint,
     RunInfo,
     check_run_id,
     corrupt_error,
-    delete_conflict,
     state_limit,
 )
 from . import segments as sg
-from .items import Items, Write, as_stored
+from .items import Items, as_stored
 from .listing import row_of, run_info
-from .plan import SavePlan, plan, prepare
 from .sdk import (
     AzureError,
-    CosmosHttpResponseError,
-    MatchConditions,
-    conflict,
-    did_not_land,
     escapes_non_ascii,
-    may_have_landed,
     missing_item,
-    segment_failed,
-    status_of,
     translate,
-    unknown_outcome,
-    write_error,
 )
 
 log = logging.getLogger("durable_steps")
@@ -77,8 +52,8 @@ answer 400 "Invalid path or method"): the store replaces from then on."""
 QUERY = "query_items"
 """The drivers give a query's items, every page of them, as one list."""
 ORPHAN_AGE = 3600.0
-"""``prune`` sweeps segments whose head is gone once they are this old (seconds): a
-younger one may belong to a run whose first save is writing it now."""
+"""``prune`` sweeps the segments that their head does not reach once they are this old
+(seconds, by the service's ``_ts``): far longer than a save may take (``SAVE_LIMIT``)."""
 
 
 @dataclass(frozen=True)
@@ -96,27 +71,6 @@ Program = Generator[SdkCall | list[SdkCall], Any, T]
 
 def _read(run_id: str) -> SdkCall:
     return SdkCall("read_item", {"item": run_id, "partition_key": run_id})
-
-
-def _write_call(write: Write) -> SdkCall:
-    cp = write.checkpoint
-    if cp.etag is None:
-        return SdkCall("create_item", {"body": write.body, "no_response": True})
-    condition = {"etag": cp.etag, "match_condition": MatchConditions.IfNotModified}
-    if write.operations is not None:
-        return SdkCall(
-            "patch_item",
-            {
-                "item": cp.run_id,
-                "partition_key": cp.run_id,
-                "patch_operations": write.operations,
-                "no_response": True,
-                **condition,
-            },
-        )
-    return SdkCall(
-        "replace_item", {"item": cp.run_id, "body": write.body, "no_response": True, **condition}
-    )
 
 
 class CosmosPrograms:
@@ -238,71 +192,11 @@ class CosmosPrograms:
             raise CorruptCheckpointError(info.error, run_id=run_id)
         return info
 
-    # -- save ----------------------------------------------------------------------------
-
-    def _save(self, checkpoint: Checkpoint) -> Program[Checkpoint]:
-        prepared = prepare(self._items, checkpoint, self.max_state_bytes)  # before any I/O
-        if self.partition_key is None:
-            yield OPEN
-        saving = plan(self._items, prepared, legacy=self._legacy)
-        if saving.segments:
-            yield from self._put_segments(saving)
-        write = saving.head
-        try:
-            try:
-                answer = yield _write_call(write)
-            except CosmosHttpResponseError as exc:
-                if write.operations is None or exc.status_code not in PATCH_REFUSED:
-                    raise
-                self._items.patch = False
-                log.info(
-                    "Cosmos DB at %s refused a partial update (%s); saving whole items from now on",
-                    self._where,
-                    exc.status_code,
-                )
-                saving = plan(self._items, prepared, legacy=self._legacy, patch=False)
-                write = saving.head
-                answer = yield _write_call(write)
-            etag = answer.get_response_headers().get("etag") or answer.get("_etag")
-            if not etag:  # an answer without the new etag: see what was stored
-                raise AzureError("the answer to the save carried no etag")
-        except AzureError as exc:
-            if not may_have_landed(exc):
-                raise write_error(exc, self._where, write.run_id, write.etag) from exc
-            try:
-                item = yield _read(write.run_id)
-            except AzureError as again:
-                if not missing_item(again):
-                    raise unknown_outcome(exc, again, self._where, write.run_id) from exc
-                item = None
-            etag = self._settled_by_read_back(write, exc, item)
-        if saving.cleanup is not None:
-            yield from self._cleanup(write.run_id, *saving.cleanup)
-        return self._confirmed(saving, write, etag)
-
-    def _put_segments(self, saving: SavePlan) -> Program[None]:
-        """Create a save's segments. One that fails fails the save, nothing committed."""
-        results = yield [
-            SdkCall("create_item", {"body": body, "no_response": True})
-            for body, _ in saving.segments
-        ]
-        for result in results:
-            # 409: an item of this random id exists: this save's own write, sent again.
-            if isinstance(result, AzureError) and status_of(result) != 409:
-                run_id = saving.head.run_id
-                raise segment_failed(result, self._where, run_id) from result
-
-    def _cleanup(self, run_id: str, fold: int, gen: str) -> Program[None]:
-        """After a fold: delete the segments it superseded. A failure only leaves them
-        for the next fold (or ``prune``)."""
-        try:
-            found = yield SdkCall(QUERY, sg.superseded(run_id, fold, gen))
-        except AzureError as exc:
-            log.warning("run %r: could not list superseded segments: %s", run_id, exc)
-            return
-        yield from self._delete_segments(run_id, found)
-
-    def _delete_segments(self, run_id: str, found: list[dict[str, Any]]) -> Program[int]:
+    def _delete_segments(
+        self, run_id: str, found: list[dict[str, Any]], what: str = "superseded"
+    ) -> Program[int]:
+        """Delete these segment items (each a dict with its ``id``); how many went. A
+        failure is logged: the next fold or ``prune`` removes what is left."""
         if not found:
             return 0
         results = yield [
@@ -311,85 +205,12 @@ class CosmosPrograms:
         failed = [r for r in results if isinstance(r, AzureError) and not missing_item(r)]
         if failed:
             log.warning(
-                "run %r: %d of %d superseded segments not deleted (%s); the next fold or "
+                "run %r: %d of %d %s segments not deleted (%s); the next fold or "
                 "'durable-steps runs prune' removes them",
                 run_id,
                 len(failed),
                 len(found),
+                what,
                 failed[0],
             )
         return len(found) - len(failed)
-
-    def _settled_by_read_back(
-        self, write: Write, exc: AzureError, item: dict[str, Any] | None
-    ) -> str:
-        """The etag of a save whose answer was not seen, from the head read back; or the
-        error that says what became of it."""
-        if item is not None and item.get("nonce") == write.nonce:
-            log.info(
-                "run %r: Cosmos DB did not confirm a save (%s); read back, it had landed",
-                write.run_id,
-                type(exc).__name__,
-            )
-            return str(item["_etag"])
-        if status_of(exc) not in (409, 412) and (
-            (item is None and write.etag is None)
-            or (item is not None and item.get("_etag") == write.etag)
-        ):
-            raise did_not_land(exc, self._where, write.run_id) from exc
-        raise conflict(write.run_id, write.etag, missing=item is None, checked=True) from exc
-
-    def _confirmed(self, saving: SavePlan, write: Write, etag: str) -> Checkpoint:
-        self._items.remember(write.run_id, replace(saving.known, etag=etag))
-        wrote(saving.sent)
-        return replace(write.checkpoint, etag=etag, updated_at=write.body["updated_at"])
-
-    # -- delete ----------------------------------------------------------------------------
-
-    def _delete(self, run_id: str, etag: str | None) -> Program[bool]:
-        check_run_id(run_id)
-        if self.partition_key is None:
-            yield OPEN
-        self._items.forget(run_id)
-        listed: list[dict[str, Any]] = []
-        if not self._legacy:  # listed first: a run created again after the delete keeps its own
-            try:
-                listed = yield SdkCall(QUERY, sg.every_segment(run_id))
-            except AzureError as exc:
-                raise translate(exc, self._where) from exc
-        kwargs: dict[str, Any] = {"item": run_id, "partition_key": run_id}
-        if etag is not None:
-            kwargs |= {"etag": etag, "match_condition": MatchConditions.IfNotModified}
-        try:
-            yield SdkCall("delete_item", kwargs)
-            existed = True
-        except AzureError as exc:
-            if not missing_item(exc):
-                if etag is not None and status_of(exc) == 412:
-                    raise delete_conflict(run_id) from exc
-                raise translate(exc, self._where) from exc
-            existed = False
-        yield from self._delete_segments(run_id, listed)
-        return existed
-
-    def _sweep(self, older_than: float) -> Program[int]:
-        """Delete the segments older than ``older_than`` seconds that no head needs (its
-        head is gone, or points to a later generation); how many were deleted."""
-        if self.partition_key is None:
-            yield OPEN
-        if self._legacy:
-            return 0
-        try:
-            found = yield SdkCall(QUERY, sg.older_segments(time.time() - older_than))
-        except AzureError as exc:
-            raise translate(exc, self._where) from exc
-        by_run: dict[str, list[dict[str, Any]]] = {}
-        for segment in found:
-            if isinstance(segment.get("run"), str):
-                by_run.setdefault(segment["run"], []).append(segment)
-        removed = 0
-        for run_id, segments in by_run.items():
-            head = yield from self._head(run_id)
-            doomed = [s for s in segments if not sg.still_needed(s, head)]
-            removed += yield from self._delete_segments(run_id, doomed)
-        return removed

@@ -3,7 +3,7 @@
 before any request, and the translation of every Azure exception into ours.
 
 Translation happens where an exception enters (``translate`` for reads, listings and
-the store's construction; ``write_error``, ``did_not_land``, ``conflict`` and
+the store's construction; ``write_error``, ``not_landed_yet``, ``conflict`` and
 ``unknown_outcome`` for saves, whose outcome may need reading back: see ``programs``).
 Messages name what happened, the real cause (the first line of the SDK's error, never
 only its type) and what to do next; they never echo a key.
@@ -24,6 +24,7 @@ from ...seam.errors import (
     MissingExtraError,
     StoreError,
 )
+from ...seam.store import conflict as nothing_written
 from ...seam.store import why_lost
 
 INSTALL = "pip install 'durable-steps[cosmos]'"
@@ -215,11 +216,17 @@ def write_error(exc: AzureError, where: str, run_id: str, expected: str | None) 
     return translate(exc, where)
 
 
-def did_not_land(exc: AzureError, where: str, run_id: str) -> StoreError:
+def not_landed_yet(exc: AzureError, where: str, run_id: str, *, again: bool) -> StoreError:
+    """A save not confirmed (``again``: nor when it was sent again), whose run, read
+    back, is still the version it replaces: it has not landed -- yet. A request on its
+    way may still land; what it cannot do is overwrite a newer save."""
+    resent = ", nor when it was sent again" if again else ""
     return StoreError(
-        f"run {run_id!r}: Cosmos DB at {where} did not confirm the save ({cause(exc)}); "
-        "reading the run back shows it did not land (the stored checkpoint is still the "
-        "one it replaces): nothing was written, retry the save",
+        f"run {run_id!r}: Cosmos DB at {where} did not confirm the save ({cause(exc)}){resent}; "
+        "reading the run back shows it has not landed yet (the stored checkpoint is still "
+        "the one it replaces), but a request still on its way may still land -- never "
+        "over a newer save, since each is conditional on the version it replaces. Load "
+        "the run before retrying: it may hold this save by then",
         status_code=status_of(exc),
     )
 
@@ -246,4 +253,22 @@ def segment_failed(exc: AzureError, where: str, run_id: str) -> DurableError:
         "that landed is removed by a later save or 'durable-steps runs prune'). "
         f"{hint + '; ' if hint else ''}retry the save",
         status_code=status_of(exc),
+    )
+
+
+def lost_create(run_id: str) -> ConflictError:
+    """A save that creates a run (``etag=None``) whose run exists: found by reading its
+    head before any of its data was written."""
+    return nothing_written(run_id, None, False)
+
+
+def too_slow(run_id: str, where: str, limit: float) -> StoreError:
+    """A save whose data took longer to write than a save may take before its head."""
+    return StoreError(
+        f"run {run_id!r} was not saved: writing its data to Cosmos DB at {where} took over "
+        f"{limit:.0f} s, longer than a save may take before it commits (after that, "
+        "'durable-steps runs prune' may take its data for a failed save's). Nothing was "
+        "saved: the run is still at the checkpoint this save meant to replace; retry the "
+        "save",
+        status_code=None,
     )

@@ -28,21 +28,29 @@ is one logical partition and every request about it is single-partition.
 Saving (``plan``): a save whose data changed writes a delta segment, then the head
 (replace, If-Match on the loaded etag): two requests, the bytes of the update plus a
 small head. Segments first, the head last: the head is the commit. A failed segment
-write fails the save, the head untouched (a segment that landed is an orphan); the
-head write keeps the read-back settlement by nonce (``programs``). A save whose data
+write fails the save, the head untouched (a segment that landed is an orphan, below);
+the head write keeps the read-back settlement by nonce (``programs``). A save whose data
 is unchanged (a heartbeat, a claim, a signal) writes the head alone, a PATCH where
 the store knows the stored version. No transactional batch: the local protocol
 server has none, and the vNext emulator's was reported non-atomic
 (azure-cosmos-db-emulator-docker #303, #304).
 
+A change larger than one item is cut into several items of one segment (``text``
+chunks, above), like a large snapshot: a step that adds 2.5 MB sends its 2.5 MB in
+two items, then the head -- never a fold of the whole state (which a 60 MB state
+grown 2.5 MB a step paid at every step: 750 MB sent where 60 MB do). All of a
+segment's items are written before the head, so a crash or a lost answer leaves the
+save before or this one, whole: a head never names a segment some of whose items
+are missing, and a load applies only the segments its chain names.
+
 Folding. A save writes a new generation instead -- a snapshot of the whole data,
 chunked when it is larger than an item -- when the log since the snapshot would
 outweigh the data (log bytes over ``FOLD_RATIO`` x the data and over ``FOLD_MIN``:
 a load then reads at most about twice the state), or hold more than ``MAX_DELTAS``
-deltas, or when the change does not fit one item, or when the store does not know
-the stored version (its sizes, its chain), or when a run completes with
-``finished_ttl`` (the new segments carry a ``ttl``; ``until`` in the head says when
-they expire, and the head is given a ``ttl`` that ends ``TTL_MARGIN`` before). A fold
+deltas, or when the store does not know the stored version (its sizes, its chain),
+or when a run completes with ``finished_ttl`` (the new segments carry a ``ttl``;
+``until`` in the head says when they expire, and the head is given a ``ttl`` that
+ends ``TTL_MARGIN`` before). A fold
 whose data fits ``INLINE_MAX`` goes back inline. A state that only grows never
 outweighs its log, so it is not rewritten for growing. After the head is committed,
 the fold deletes the segments it superseded: those of an earlier fold number, or
@@ -59,8 +67,18 @@ failed saves may share a ``seq``, the chain tells them apart; a missing link is
 ``CorruptCheckpointError``, never a mix of two saves.
 
 Deleting: the ids of the run's segments are listed, then the head is deleted
-(If-Match when an etag is given), then those segments; segments whose head is gone
-(a crashed delete, an expired head) are swept by ``durable-steps runs prune``.
+(If-Match when an etag is given), then those segments.
+
+Orphans: segments that no head reaches. A save avoids making them where it can know
+beforehand: a create (``etag=None``) with segments reads the head first and, if the
+run exists, loses without writing anything; a replace whose head loses to another
+writer (checked by reading back) deletes its own segments at once, since its head,
+conditional on a version that is gone, can never land. What is left -- a save that
+failed or crashed after its segments, a create that lost a race, a crashed delete,
+an expired head -- is swept by ``durable-steps runs prune`` (``removal``): every
+segment older than ``ORPHAN_AGE`` (an hour) that is not on its head's chain. A save
+commits its head at most ``SAVE_LIMIT`` (ten minutes) after it began writing its
+segments, or gives up, so no segment that old belongs to a save in flight.
 """
 
 from __future__ import annotations
@@ -343,24 +361,18 @@ def older_segments(before: float) -> dict[str, Any]:
     """Every segment of the container written before ``before`` (epoch seconds), with
     what tells whether its head still needs it (cross-partition: for ``prune``)."""
     return {
-        "query": "SELECT c.id, c.run, c.gen, c.fold FROM c WHERE IS_DEFINED(c.seg) "
-        "AND c._ts < @before",
+        "query": "SELECT c.id, c.run, c.gen, c.fold, c.seq, c.seg FROM c "
+        "WHERE IS_DEFINED(c.seg) AND c._ts < @before",
         "parameters": [{"name": "@before", "value": before}],
         "enable_cross_partition_query": True,
     }
 
 
-def still_needed(segment: dict[str, Any], head: dict[str, Any] | None) -> bool:
-    """Whether a head (None: gone) may still need this segment: it is of the head's
-    generation, or of a later fold (one in flight)."""
-    if head is None:
-        return False
-    try:
-        chain = chain_of(head)
-    except (TypeError, ValueError):
-        return True  # an unreadable head: leave its data for whoever repairs it
-    fold = chain.fold if chain is not None else fold_of(head)
-    if fold is None or type(segment.get("fold")) is not int:
-        return False  # a head never folded needs none (the sweep leaves recent ones alone)
-    gen = chain.gen if chain is not None else ""
-    return bool(segment["fold"] > fold or (segment["fold"] == fold and segment.get("gen") == gen))
+def links(run_id: str, gen: str) -> dict[str, Any]:
+    """The links of a generation's segments (each one's nonce and the one before): its
+    chain, walked from the head's ``tip`` (``on_chain``)."""
+    return _query(
+        "SELECT c.seg, c.prev FROM c WHERE c.run = @run AND IS_DEFINED(c.seg) AND c.gen = @gen",
+        run_id,
+        gen=gen,
+    )

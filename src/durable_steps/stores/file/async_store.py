@@ -33,6 +33,12 @@ class AsyncFileStore:
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return await asyncio.to_thread(self.sync.save, checkpoint)
 
+    async def load_head(self, run_id: str) -> Checkpoint | None:
+        return await asyncio.to_thread(self.sync.load_head, run_id)
+
+    async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        return await asyncio.to_thread(self.sync.save_head, checkpoint)
+
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         return await asyncio.to_thread(self.sync.delete, run_id, etag=etag)
 

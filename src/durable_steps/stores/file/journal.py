@@ -236,6 +236,19 @@ def body(
     return b"{" + b",".join(parts) + b"}", after
 
 
+def head_record(doc: dict[str, Any], before: Sizes) -> tuple[bytes, Sizes]:
+    """The record of a head-only save (``save_head``) of the document ``doc`` (without
+    its data) on a record whose sizes are ``before``: the fields, every step name and
+    every signal; no state and no journal, which stay as the records before left them.
+    And the sizes after."""
+    steps, signals = dumps(doc["steps"]), dumps(doc["signals"])
+    meta = meta_of({**doc, "state": None, "calls": None})
+    sizes = Sizes(before.state, len(steps), len(signals), before.calls)
+    meta["sizes"] = sizes
+    body = b'{"steps":%s,"signals":%s}' % (steps, signals)
+    return frame(dumps(meta), body, doc["etag"]), sizes
+
+
 _OPTIONAL = (
     "workflow",
     "owner",

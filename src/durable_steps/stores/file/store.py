@@ -21,11 +21,12 @@ temporary file has one name per run file, used only under that run's lock, so a
 crashed save's leftover is replaced by the run's next new file or removed by a
 listing.
 
-The store remembers, per run, what it last read or wrote (``_Known``: etag, file
-length, first record's length, step names, signals): a save on top of that etag
-writes only the step names and signals that are new, and trusts the file's end
+The store remembers, per run, what it last read or wrote (``writer.Known``: etag,
+file length, first record's length, step names, signals): a save on top of that
+etag writes only the step names and signals that are new, and trusts the file's end
 from its TAIL alone. When in doubt (another writer, another process), it writes
-them whole and checks the last record in full.
+them whole and checks the last record in full. What a save writes under the lock is
+``writer``'s.
 """
 
 from __future__ import annotations
@@ -34,69 +35,44 @@ import contextlib
 import hashlib
 import os
 import re
-import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, NamedTuple
 
-from ...seam.document import dumps, from_document, to_document
+from ...seam.document import from_document, head_document, to_document
 from ...seam.errors import CorruptCheckpointError, StoreError
 from ...seam.etags import new_etag
 from ...seam.metering import wrote
-from ...seam.state import delta_since, is_checked
 from ...seam.store import (
     Checkpoint,
     RunInfo,
     check_filters,
     check_run_id,
-    check_size,
     conflict,
     delete_conflict,
     evolve,
+    head_etag,
+    head_of,
     state_limit,
 )
-from . import fileio, journal, journal_tail, listing, platform
+from . import listing, platform
 from .fileio import (
     GONE,
     INTACT,
-    UNSURE,
     WRITTEN,
     NotDurableError,
-    atomic_write,
     make_dir,
     open_existing,
     os_error,
     read_file,
 )
-from .open_files import OpenFiles, RunFile, Stripe
+from .open_files import OpenFiles, Stripe
+from .writer import Writer, parse, signals_key
 
 _STRIPES = 256
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 _REMEMBERED = 1024
-
-
-class _Known(NamedTuple):
-    """What this store last read or wrote of a run's file."""
-
-    etag: str
-    end: int
-    base: int
-    steps: tuple[str, ...]
-    signals: object  # frozen signals as they are, others as JSON (see _signals_key)
-    sizes: journal.Sizes | None
-    calls: tuple[Any, ...] | None = None  # the journal as written (None: unknown)
-
-
-class _End(NamedTuple):
-    """The end of a run's file as a writer finds it under the lock."""
-
-    etag: str | None
-    end: int | None  # None: a whole document of an earlier version, not a journal
-    size: int
-    base: int
-    sizes: journal.Sizes | None = None
 
 
 def exists(path: str | os.PathLike[str]) -> bool:
@@ -118,9 +94,8 @@ class FileStore:
         self.max_state_bytes = state_limit(max_state_bytes)
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
-        self._known: dict[str, _Known] = {}
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._known_lock = threading.Lock()
+        self._writer = Writer(self.path, self.max_state_bytes)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
@@ -158,122 +133,54 @@ class FileStore:
             data = read_file(target)
         if data is None:
             return self._load_listed(run_id)
-        doc, etag, known = _parse(data, run_id, str(target))
+        doc, etag, known = parse(data, run_id, str(target))
         cp = from_document(doc, run_id, etag, str(target))
         if known is not None:
-            self._remember(run_id, known._replace(steps=cp.steps, signals=_signals_key(cp.signals)))
+            known = known._replace(steps=cp.steps, signals=signals_key(cp.signals))
+            self._writer.remember(run_id, known)
         return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         etag = new_etag()
         doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
-        signals = _signals_key(checkpoint.signals)
+        signals = signals_key(checkpoint.signals)
         target, stripe = self._target(checkpoint.run_id)
         try:
             with self._open_files.hold(stripe) as held:
                 assert held is not None
-                written = self._save_locked(held, target, checkpoint, doc, signals)
+                written = self._writer.save(held, target, checkpoint, doc, signals)
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
-    def _save_locked(
-        self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
-    ) -> int:
-        meta = journal.meta_of(doc)
-        path = str(target)
-        file = stripe.open_run(path)
-        try:
-            end = None if file is None else self._end(file.fd, file.size, cp.run_id, target, file)
-            if (end and end.etag) != cp.etag:
-                raise conflict(cp.run_id, cp.etag, end is None)
-            known = self._known.get(cp.run_id)
-            if known is not None and known.etag != cp.etag:
-                known = None
-            if file is not None and end is not None and end.end is not None:
-                body, sizes = journal.body(
-                    doc,
-                    delta_since(cp.state, cp.etag),
-                    None if known is None else known.steps,
-                    known is None or not (known.signals is signals or known.signals == signals),
-                    end.sizes,
-                    calls=None if known is None else known.calls,
-                )
-                # Sizes unknown (the record before is an earlier version's): a new file
-                # measures them. Compact once the file would outgrow 4x the snapshot.
-                if sizes is not None:
-                    check_size(cp.run_id, sizes.state + sizes.calls, self.max_state_bytes)
-                    meta["sizes"] = sizes
-                    m = dumps(meta)
-                    record = journal.frame(m, body, doc["etag"])
-                    base = journal.snapshot_length(len(m), sizes)
-                if sizes is not None and end.end + len(record) <= journal.compact_at(base):
-                    self._append(file.fd, record, end, cp.run_id, target)
-                    new_end = end.end + len(record)
-                    stripe.appended(path, new_end, doc["etag"])
-                    self._remember(
-                        cp.run_id,
-                        _Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes, cp.calls),
-                    )
-                    return len(record)
-        finally:
-            stripe.done(file)
-        # A new file: the kept one is closed first (Windows refuses to replace an open file).
-        stripe.forget(path)
-        body, whole = journal.body(doc, None, None, True, None)
-        assert whole is not None  # every part written whole is measured
-        check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
-        meta["sizes"] = whole
-        snapshot = journal.frame(dumps(meta), body, doc["etag"])
-        atomic_write(target, snapshot)
-        size = len(snapshot)
-        self._remember(
-            cp.run_id, _Known(doc["etag"], size, size, cp.steps, signals, whole, cp.calls)
-        )
-        return size
+    def load_head(self, run_id: str) -> Checkpoint | None:
+        """The run's checkpoint but its data (``HeadStore``). The run's file is read as
+        ``load`` reads it: its step names and signals lie among its records."""
+        cp = self.load(run_id)
+        return None if cp is None else head_of(cp)
 
-    def _end(
-        self, fd: int, size: int, run_id: str, target: Path, file: RunFile | None = None
-    ) -> _End:
-        """The etag and the end of the last valid record, reading the file's end only
-        (all of it only after a torn save, or for an earlier version's file). Nothing
-        at all when this store's last append went through ``file``, kept open since,
-        and the length is still the one it left (see ``open_files``)."""
-        known = self._known.get(run_id)
-        if (
-            known is not None
-            and known.end == size
-            and (
-                (file is not None and file.written == (size, known.etag))
-                or journal_tail.tail_etag(fd, size) == known.etag
-            )
-        ):
-            return _End(known.etag, size, size, known.base, known.sizes)
-        base = journal_tail.first_length(fd)
-        if base is None:  # an earlier version's whole document (damage is raised here)
-            doc, etag, _ = _parse(fileio.read_all(fd), run_id, str(target))
-            return _End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
-        last = journal_tail.last_record(fd, size)
-        if last is not None:
-            return _End(last.etag, size, size, base, journal.sizes_of(last.meta))
-        records = journal.scan(fileio.read_all(fd), run_id, str(target))
-        last = records[-1]
-        return _End(last.etag, last.end, size, base, journal.sizes_of(last.meta))
-
-    def _append(self, fd: int, record: bytes, end: _End, run_id: str, target: Path) -> None:
-        assert end.end is not None
+    def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Every field but the data, on top of the stored version (``HeadStore``): one
+        record of the fields, the step names and the signals -- no state, no journal --
+        appended and synced as a save's is. A file of an earlier version is saved whole
+        (read first), as its next save would."""
+        head_etag(checkpoint)
+        doc = head_document(checkpoint, etag=new_etag())
+        target, stripe = self._target(checkpoint.run_id)
         try:
-            if end.size > end.end:
-                os.ftruncate(fd, end.end)  # the torn tail of a save that was killed
-            fileio.write_at(fd, end.end, record)
-            platform.current.sync_data(fd)
+            with self._open_files.hold(stripe) as held:
+                assert held is not None
+                written = self._writer.save_head(held, target, checkpoint, doc)
         except OSError as exc:
-            try:
-                os.ftruncate(fd, end.end)
-            except OSError:
-                raise os_error(exc, f"save run {run_id!r}", target, self.path, UNSURE) from exc
-            raise
+            raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
+        if written is None:
+            stored = self.load(checkpoint.run_id)
+            if stored is None or stored.etag != checkpoint.etag:
+                raise conflict(checkpoint.run_id, checkpoint.etag, stored is None)
+            return head_of(self.save(evolve(checkpoint, state=stored.state, calls=stored.calls)))
+        wrote(written)
+        return head_of(evolve(checkpoint, etag=doc["etag"], updated_at=doc["updated_at"]))
 
     # -- delete and list ----------------------------------------------------------------
 
@@ -296,7 +203,7 @@ class FileStore:
                     return False
                 try:
                     size = os.fstat(fd).st_size
-                    if etag is not None and self._end(fd, size, run_id, target).etag != etag:
+                    if etag is not None and self._writer.end(fd, size, run_id, target).etag != etag:
                         raise delete_conflict(run_id)
                 finally:
                     os.close(fd)
@@ -308,8 +215,7 @@ class FileStore:
                 except OSError as exc:
                     what = f"delete run {run_id!r}"
                     raise os_error(exc, what, target, self.path, GONE) from exc
-        with self._known_lock:
-            self._known.pop(run_id, None)
+        self._writer.forget(run_id)
         return True
 
     def list_runs(
@@ -369,16 +275,6 @@ class FileStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _remember(self, run_id: str, known: _Known) -> None:
-        with self._known_lock:
-            if run_id in self._known and next(reversed(self._known)) == run_id:
-                self._known[run_id] = known  # already the most recent: stays last
-                return
-            self._known.pop(run_id, None)
-            self._known[run_id] = known
-            if len(self._known) > _REMEMBERED:
-                del self._known[next(iter(self._known))]
-
     def _dir(self) -> listing.RunsDir:
         """What the listing needs of this store (made per call: kept, it would make the
         store part of a reference cycle, and only a garbage collection would close it)."""
@@ -409,18 +305,3 @@ class FileStore:
         if isinstance(exc, NotDurableError):
             outcome = WRITTEN
         return os_error(exc, what, path, self.path, outcome)
-
-
-def _parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, _Known | None]:
-    """A run file's document and etag; for a journal also what a writer needs to know."""
-    doc, etag, records = journal.parse(data, run_id, where)
-    if not records:
-        return doc, etag, None
-    last, sizes = records[-1], journal.sizes_of(doc)  # doc: the last record's meta and more
-    return doc, etag, _Known(last.etag, last.end, records[0].end, (), b"", sizes)
-
-
-def _signals_key(signals: Mapping[str, Any]) -> object:
-    """What tells whether the signals changed: frozen ones (the runner's) cannot change
-    in place, so they are kept as they are; others as their JSON."""
-    return signals if is_checked(signals) else dumps(dict(signals))
