@@ -131,7 +131,10 @@ def open_or_create() -> tuple[Any, str | None]:
             raise
     store = store_for("env")
     where = store.path.absolute() if isinstance(store, FileStore) else repr(store)
-    return store, f"created it: there was no store at {where} (runs started elsewhere are not here)"
+    return store, (
+        f"created it: there was no store at {where} (runs started elsewhere are not here; "
+        "DURABLE_CREATE_IF_MISSING=false refuses)"
+    )
 
 
 def _layout(store: Any) -> None:
