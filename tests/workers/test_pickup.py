@@ -1,6 +1,6 @@
 """When the worker looks for runs: a started run is picked up within ``--interval``,
-whatever a look costs (within reason) and whatever runs are in progress -- on a fake
-clock, so the test measures the schedule and not the machine's load."""
+whatever a look and a claim cost (within reason) and whatever runs are in progress --
+on a fake clock, so the test checks the schedule and not the machine's load."""
 
 from __future__ import annotations
 
@@ -21,44 +21,26 @@ LOOKS = 6
 
 
 class FakeClock:
-    """The worker loop's monotonic clock: a listing moves it by its cost, a wait by its
-    timeout (a wait ends early only when a run ended for real)."""
+    """The worker loop's monotonic clock: a listing moves it by its cost, a claim's save
+    by its cost, a wait by its timeout."""
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.lock = threading.Lock()
 
     def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class FakeStop(threading.Event):
-    """The worker's stop event, whose timed wait passes on the fake clock at once."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.clock.advance(timeout or 0.0)
-        return self.is_set()
+        with self.lock:
+            self.now += seconds
 
 
 def look_starts(
-    monkeypatch: pytest.MonkeyPatch, run_id: str, listing_costs: float
-) -> tuple[list[float], float]:
-    """Serve on a MemoryStore with a run in progress (its step blocks until the end),
-    every listing costing ``listing_costs`` fake seconds; the fake times at which the
-    first LOOKS looks while that run was in its step began, and what one look cost."""
+    monkeypatch: pytest.MonkeyPatch, run_id: str, listing: float, claim: float
+) -> list[float]:
+    """Serve on a MemoryStore whose every listing costs ``listing`` fake seconds, with a
+    run whose claim costs ``claim`` and whose step then blocks until the end; the fake
+    times at which the first LOOKS looks after it entered its step began."""
     clock = FakeClock()
     monkeypatch.setattr(loop, "_monotonic", lambda: clock.now)
-
-    def fake_wait(fs: Any, timeout: float, return_when: str) -> Any:
-        done, pending = futures.wait(fs, timeout=0, return_when=return_when)
-        if not done:
-            clock.advance(timeout)
-        return done, pending
-
-    monkeypatch.setattr(loop, "wait", fake_wait)
     entered, release = threading.Event(), threading.Event()
 
     def block(state: Any) -> dict[str, Any]:
@@ -69,38 +51,54 @@ def look_starts(
     store = ds.MemoryStore()
     blocking.start(run_id, store)
     starts: list[float] = []
-    list_runs = store.list_runs
+    list_runs, save = store.list_runs, store.save
 
-    def costly(**filters: Any) -> Any:
+    def costly_listing(**filters: Any) -> Any:
         if filters["status"] == "running" and entered.is_set():  # a look lists these first
             starts.append(clock.now)
-        clock.advance(listing_costs)
+        clock.advance(listing)
         return list_runs(**filters)
 
-    store.list_runs = costly  # type: ignore[method-assign]
-    stop = FakeStop(clock)
+    def costly_save(cp: ds.Checkpoint) -> ds.Checkpoint:
+        clock.advance(claim)  # the claim: the only save until the step returns
+        return save(cp)
+
+    def fake_wait(fs: Any, timeout: float, return_when: str) -> Any:
+        entered.wait(60)  # no rest before the run is in its step: its claim is known then
+        done, pending = futures.wait(fs, timeout=0, return_when=return_when)
+        if not done:
+            clock.advance(timeout)
+        return done, pending
+
+    store.list_runs = costly_listing  # type: ignore[method-assign]
+    store.save = costly_save  # type: ignore[method-assign]
+    monkeypatch.setattr(loop, "wait", fake_wait)
+    stop = threading.Event()
     options: dict[str, Any] = {"once": False, "concurrency": 4, "interval": INTERVAL}
     options |= {"lease": 60.0, "owner": None, "echo": lambda line: None, "stop": stop}
     serving = threading.Thread(target=loop.serve, args=(store, [blocking]), kwargs=options)
     serving.start()
     try:
-        wait_until(lambda: len(starts) >= LOOKS, f"{LOOKS} looks with the run in progress")
+        wait_until(lambda: len(starts) >= LOOKS, f"{LOOKS} looks with the run in its step")
     finally:
         stop.set()
         release.set()
         serving.join(60)
-    return starts[:LOOKS], 2 * listing_costs  # a look: its running, then its waiting runs
+    return starts[:LOOKS]
 
 
-def test_the_next_look_has_listed_a_started_run_within_the_interval(
-    monkeypatch: pytest.MonkeyPatch, run_id: str
+@pytest.mark.parametrize("claim", [0.0, 0.2], ids=["instant-claim", "slow-claim"])
+def test_the_next_look_has_a_started_run_claimed_within_the_interval(
+    monkeypatch: pytest.MonkeyPatch, run_id: str, claim: float
 ) -> None:
-    """A run started just after a look began is missed by it and listed by the next:
-    that next look ends within the interval of the one it followed -- the rest is
-    the interval less two looks -- and a run in progress does not delay it."""
-    starts, look = look_starts(monkeypatch, run_id, listing_costs=0.1)
+    """A run started just after a look began is missed by it and found by the next:
+    that next look has listed it and claimed it (as long as the last claim took)
+    within the interval of the one before -- and a run in progress delays no look."""
+    listing = 0.1
+    starts = look_starts(monkeypatch, run_id, listing, claim)
+    look = 2 * listing  # a look lists running, then waiting runs
     for before, after in itertools.pairwise(starts):
-        assert after + look <= before + INTERVAL + 1e-9, starts
+        assert after + look + claim <= before + INTERVAL + 1e-9, starts
 
 
 def test_a_store_too_big_for_the_interval_is_not_listed_back_to_back(
@@ -108,6 +106,7 @@ def test_a_store_too_big_for_the_interval_is_not_listed_back_to_back(
 ) -> None:
     """When a look takes over a third of the interval, the promise cannot hold: the
     worker then rests as long as a look lasts, so listing takes at most half its time."""
-    starts, look = look_starts(monkeypatch, run_id, listing_costs=0.4)
+    listing = 0.4
+    starts = look_starts(monkeypatch, run_id, listing, claim=0.0)
     for before, after in itertools.pairwise(starts):
-        assert after - before >= 2 * look - 1e-9, starts
+        assert after - before >= 2 * (2 * listing) - 1e-9, starts

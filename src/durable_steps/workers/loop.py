@@ -96,9 +96,11 @@ def serve(
     stop = stop or threading.Event()
     running: dict[Future[Recovered], str] = {}
 
+    claims = _Claims(stop.is_set)
+
     def start(pool: ThreadPoolExecutor, run_id: str, name: str) -> None:
         job = pool.submit(
-            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=stop.is_set
+            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=claims.timed()
         )
         running[job] = run_id
 
@@ -143,7 +145,8 @@ def serve(
                     start(pool, run_id, name)
                 ended = _monotonic()
                 timers = (ended + max(0.0, w - now()) + 0.01 for w in soon)
-                next_look = min([ended + rest_after(ended - began, interval), *timers])
+                rest = rest_after(ended - began, claims.last, interval)
+                next_look = min([ended + rest, *timers])
                 wakes[:] = [w for w in wakes if w > ended]  # those looked for
             # Wait for a run to end, but not past the next look: a run in progress must
             # not delay the pickup of a started one. Short slices: a signal is seen promptly.
@@ -156,14 +159,36 @@ def serve(
             reap(0.2)
 
 
-def rest_after(look: float, interval: float) -> float:
+class _Claims:
+    """What the last pickup cost: from handing a run to a thread to its first step,
+    claim included. The runner asks ``stop`` before each step; the first time, the run
+    is claimed and its step about to start."""
+
+    def __init__(self, stop: Callable[[], bool]) -> None:
+        self.stop, self.last = stop, 0.0
+
+    def timed(self) -> Callable[[], bool]:
+        """The ``stop`` of one run handed over now, noting when it is first asked."""
+        handed, asked = _monotonic(), False
+
+        def stopping() -> bool:
+            nonlocal asked
+            if not asked:
+                asked, self.last = True, _monotonic() - handed
+            return self.stop()
+
+        return stopping
+
+
+def rest_after(look: float, claim: float, interval: float) -> float:
     """How long to rest after a look that took ``look`` seconds, so that a started run
     is picked up within ``interval``. A run started just after a look began is missed
-    by it: it waits for that look to end, the rest, and the next look's listing (which
-    costs about what this one did) -- so the rest is the interval less two looks.
-    A store too big for that (a look over a third of the interval) gets a rest as
-    long as a look, so that listing it takes at most half of the worker's time."""
-    return max(interval - 2 * look, look)
+    by it: it waits for that look to end, the rest, the next look's listing (which
+    costs about what this one did) and its claim (about what the last one did) -- so
+    the rest is the interval less two looks and a claim. A store too big for that
+    (a look over a third of the interval) gets a rest as long as a look, so that
+    listing it takes at most half of the worker's time."""
+    return max(interval - 2 * look - claim, look)
 
 
 def on_signals(stop: threading.Event, echo: Callable[[str], None]) -> None:
