@@ -13,6 +13,12 @@ Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
 hold on a noisy machine; latencies are medians of repeated runs (``--quick``: fewer
 repeats and smaller listings, labelled in the title).
+
+A part that raises, or adds no row, is a bench that cannot run: the others still
+run and the table is shown, then the command exits 1 naming it. A missed target
+is not an error (the table says MISSED). ``--quick`` is the smoke run that
+``scripts/test`` makes (tests/project/test_bench.py), so a bench that cannot run
+does not land.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import argparse
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -63,21 +70,28 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
     started, load = time.time(), os.getloadavg()[0]
     try:
-        run_parts(table, base, args.quick, set(args.skip), err)
+        broken = run_parts(table, base, args.quick, set(args.skip), err)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     show(table, args.quick, time.time() - started, base, load)
+    if broken:
+        err.print(f"bench: did not run: {'; '.join(broken)}", markup=False)
+        sys.exit(1)
 
 
-def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> None:
+def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
+    """Runs the parts not in ``skip``; returns the titles of those that did not run
+    (raised, or added no row)."""
     from . import agent, floors, growing, listing, runner_parts
+
+    broken: list[str] = []
 
     def part(name: str, title: str, fn: Callable[[], object]) -> None:
         if name in skip:
             return
         err.rule(title)
-        t0 = time.perf_counter()
+        t0, rows = time.perf_counter(), len(table.rows)
         try:
             fn()
             err.print(f"  ({time.perf_counter() - t0:.1f} s)")
@@ -85,16 +99,22 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
             err.print(traceback.format_exc(), markup=False)
             number = title.split(".", maxsplit=1)[0]
             table.add(number, f"{title}: did not complete", "error", note=str(exc)[:80])
+            broken.append(f"{title} ({type(exc).__name__}: {str(exc)[:200]})")
+            return
+        if len(table.rows) == rows:
+            broken.append(f"{title} (no rows)")
 
     part("floors", "1. floors on this disk", lambda: floors.floors(table, base, quick))
     part("trivial", "2. trivial steps", lambda: floors.trivial(table, base, quick))
     part("growing", "3. the growing workload", lambda: growing.growing(table, base, quick))
-    cosmos_parts(table, quick, skip, part)
+    if not cosmos_parts(table, quick, skip, part):
+        broken.append("4-5. cosmos-local did not start")
     part("listing", "5. listing FileStore", lambda: listing.file_listing(table, base, quick))
     part("heartbeat", "6. heartbeat on FileStore", lambda: runner_parts.heartbeat(table, base))
     part("tracing", "7. tracing overhead", lambda: runner_parts.tracing(table, quick))
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
+    return broken
 
 
 def cosmos_parts(
@@ -102,10 +122,11 @@ def cosmos_parts(
     quick: bool,
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
-) -> None:
-    """Parts 4 and 5 (Cosmos listing) share one cosmos-local server."""
+) -> bool:
+    """Parts 4 and 5 (Cosmos listing) share one cosmos-local server; False when it
+    did not start."""
     if {"cosmos", "listing"} <= skip:
-        return
+        return True
     from . import cosmos, listing
 
     with ExitStack() as stack:
@@ -113,13 +134,14 @@ def cosmos_parts(
             endpoint = stack.enter_context(cosmos.server())
         except Exception as exc:  # no Node.js, no npm package: say so in the table
             table.add("4", "cosmos-local did not start", "n/a", note=str(exc)[:100])
-            return
+            return False
         part("cosmos", "4. Cosmos DB on the wire", lambda: cosmos.cosmos(table, endpoint, quick))
         part(
             "listing",
             "5. listing cosmos-local",
             lambda: listing.cosmos_listing(table, endpoint, quick),
         )
+    return True
 
 
 def show(table: Table, quick: bool, seconds: float, base: Path, load: float) -> None:

@@ -97,6 +97,24 @@ def test_doctor_and_worker_create_the_store_and_say_where(tmp_path: Path) -> Non
     assert (elsewhere / ".durable" / "runs").is_dir()
 
 
+def test_with_create_if_missing_false_doctor_and_worker_refuse_to_create(tmp_path: Path) -> None:
+    """DURABLE_CREATE_IF_MISSING=false (production): a worker started where there is no
+    store exits 1 with one line naming the path and the variable, instead of working on
+    a new, empty store; doctor says the same; nothing is created."""
+    (tmp_path / "flows.py").write_text("import durable_steps as ds\nW = ds.Workflow('w', [])\n")
+    cli = Cli({"DURABLE_CREATE_IF_MISSING": "false"}, cwd=tmp_path)
+    worker = cli("worker", "flows:W", "--once")
+    assert worker.returncode == 1, worker.stderr
+    line = worker.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert f"error: there is no store at {tmp_path / '.durable'}, and " in line
+    assert "DURABLE_CREATE_IF_MISSING=false forbids creating one" in line
+    doctor = cli("doctor")
+    assert doctor.returncode == 1
+    assert "DURABLE_CREATE_IF_MISSING=false forbids creating one" in doctor.stdout + doctor.stderr
+    assert _files(tmp_path) == ["flows.py"]
+
+
 def test_a_missing_cosmos_container_is_not_created_by_reading(
     cosmos_local: CosmosEndpoint,
 ) -> None:

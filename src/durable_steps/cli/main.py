@@ -55,7 +55,8 @@ def cli(verbose: int, debug: bool) -> None:
     The store comes from the environment: DURABLE_STORE=file|cosmos|memory
     (default file, in DURABLE_FILE_PATH or .durable), COSMOS_ENDPOINT, COSMOS_KEY
     (absent: Entra ID), COSMOS_DATABASE, COSMOS_CONTAINER, COSMOS_VERIFY_TLS,
-    COSMOS_CREATE_IF_MISSING (true for emulators only). Examples:
+    COSMOS_CREATE_IF_MISSING (true for emulators only); DURABLE_CREATE_IF_MISSING=false
+    makes a missing store an error instead of a new one. Examples:
 
     \b
       durable-steps demo

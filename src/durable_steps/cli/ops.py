@@ -131,7 +131,10 @@ def open_or_create() -> tuple[Any, str | None]:
             raise
     store = store_for("env")
     where = store.path.absolute() if isinstance(store, FileStore) else repr(store)
-    return store, f"created it: there was no store at {where} (runs started elsewhere are not here)"
+    return store, (
+        f"created it: there was no store at {where} (runs started elsewhere are not here; "
+        "DURABLE_CREATE_IF_MISSING=false refuses)"
+    )
 
 
 def _layout(store: Any) -> None:
@@ -305,7 +308,7 @@ def _report(result: dict[str, Any], where: str) -> None:
     type=click.FloatRange(0.1),
     default=5.0,
     show_default=True,
-    help="Seconds between looks for runs to recover.",
+    help="A started run is picked up within this many seconds (the worker looks that often).",
 )
 @click.option(
     "--lease",
@@ -323,12 +326,12 @@ def worker(
     (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
     timer or signal deadline has come.
 
-    Each pass (every --interval seconds) lists the running runs of those workflows
-    whose lease is free and their due waiting runs, runs them (at most --concurrency
-    at a time) and prints a line per run. On SIGTERM or SIGINT no new run starts;
-    running runs stop at their next step boundary and release their leases; then it
-    exits 0. Runs waiting for a signal that has not come, failed and cancelled runs
-    are left alone. Example:
+    Each pass lists the running runs of those workflows whose lease is free and their
+    due waiting runs, runs them (at most --concurrency at a time) and prints a line
+    per run; passes come often enough to pick a started run up within --interval.
+    On SIGTERM or SIGINT no new run starts; running runs stop at their next step
+    boundary and release their leases; then it exits 0. Runs waiting for a signal
+    that has not come, failed and cancelled runs are left alone. Example:
 
     \b
       durable-steps worker myapp.flows:WORKFLOWS --concurrency 8

@@ -15,10 +15,18 @@ is not there is a ``StoreError`` that says where it looked and what it looked fo
 instead of an empty store made in the wrong directory, and ``COSMOS_CREATE_IF_MISSING``
 is not applied. Either way a store that is not there is a ``StoreError`` with
 ``status_code`` 404.
+
+With ``create=True`` (applications, the worker) a missing file store is created, and
+a WARNING on the ``durable_steps`` logger says where: a mistyped ``DURABLE_FILE_PATH``,
+or an app started from another directory, would otherwise start every run over in a
+new, empty store without a word. ``DURABLE_CREATE_IF_MISSING=false`` (production)
+refuses instead: a ``ConfigurationError`` naming the path and the variable, and
+``COSMOS_CREATE_IF_MISSING`` is not applied.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -43,7 +51,10 @@ _FLAGS = {
                           "certificate)"),
     "COSMOS_CREATE_IF_MISSING": (False, "false (default) or true (only for emulators and "
                                  "tests: creates the database and the container)"),
+    "DURABLE_CREATE_IF_MISSING": (True, "true (default: a missing store is created, with a "
+                                  "warning) or false (a missing store is an error)"),
 }  # fmt: skip
+log = logging.getLogger("durable_steps")
 _KEYLIKE = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}")
 
 
@@ -117,9 +128,16 @@ def _settings(env: Mapping[str, str] | None, create: bool = True) -> dict[str, A
             variable="DURABLE_STORE",
         )
     limit = _max_state_bytes(env)
+    # (checked whatever the backend: a typo is an error either way)
+    may_create = _flag(env, "DURABLE_CREATE_IF_MISSING")
     if backend != "cosmos":
         path = env.get("DURABLE_FILE_PATH") or ".durable"
-        return {"backend": backend, "path": path, "max_state_bytes": limit}
+        return {
+            "backend": backend,
+            "path": path,
+            "max_state_bytes": limit,
+            "create_if_missing": may_create,
+        }
     return {
         "backend": "cosmos",
         "endpoint": _endpoint(env),
@@ -129,7 +147,7 @@ def _settings(env: Mapping[str, str] | None, create: bool = True) -> dict[str, A
         "container": env.get("COSMOS_CONTAINER") or "checkpoints",
         "verify_tls": _flag(env, "COSMOS_VERIFY_TLS"),
         # (still checked when not applied: a typo is an error either way)
-        "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING") and create,
+        "create_if_missing": _flag(env, "COSMOS_CREATE_IF_MISSING") and create and may_create,
         "max_state_bytes": limit,
     }
 
@@ -231,23 +249,47 @@ S = TypeVar("S")
 
 
 def _file_store(cls: Callable[..., S], s: dict[str, Any], create: bool, named_by: str | None) -> S:
-    """A (sync or async) file store; with ``create=False``, a directory that holds no
-    store is a StoreError saying where it looked and what for."""
-    if create or exists(s["path"]):
+    """A (sync or async) file store. A directory that holds no store: with
+    ``create=False`` a StoreError saying where it looked and what for; with
+    ``DURABLE_CREATE_IF_MISSING=false`` a ConfigurationError; else it is created, and a
+    warning says where."""
+    if exists(s["path"]):
         return cls(s["path"], max_state_bytes=s["max_state_bytes"])
     where = Path(s["path"]).absolute()
+    if not create:
+        raise StoreError(
+            f"there is no store at {where}: {_why_missing(named_by)} (a run creates the "
+            "store; this command does not)",
+            status_code=404,  # as Cosmos DB answers for a database or container not there
+        )
+    if not s["create_if_missing"]:
+        raise ConfigurationError(
+            f"there is no store at {where}, and DURABLE_CREATE_IF_MISSING=false forbids "
+            f"creating one: {_why_missing(named_by)} (or set DURABLE_CREATE_IF_MISSING=true "
+            "to start a new, empty store there)",
+            variable="DURABLE_CREATE_IF_MISSING",
+        )
+    store = cls(s["path"], max_state_bytes=s["max_state_bytes"])
+    named = "DURABLE_FILE_PATH is not set: .durable in the current directory"
+    log.warning(
+        "created a new, empty file store at %s (%s): runs saved elsewhere are not in it. If "
+        "yours are elsewhere, correct DURABLE_FILE_PATH or the working directory; set "
+        "DURABLE_CREATE_IF_MISSING=false to refuse creating a store",
+        where,
+        named if named_by is None else f"named by {named_by}",
+    )
+    return store
+
+
+def _why_missing(named_by: str | None) -> str:
+    """Why a file store was looked for where it is not, and what to do."""
     if named_by is None:
-        why = (
+        return (
             "DURABLE_FILE_PATH is not set, so it looked for .durable in the current directory; "
             "run this from the directory that holds .durable, or set DURABLE_FILE_PATH to it"
         )
-    else:
-        why = f"{named_by} names no store (no runs/ directory there); correct " + (
-            "the path" if named_by.startswith("file:") else "it, or unset it to use ./.durable"
-        )
-    raise StoreError(
-        f"there is no store at {where}: {why} (a run creates the store; this command does not)",
-        status_code=404,  # as Cosmos DB answers for a database or container that is not there
+    return f"{named_by} names no store (no runs/ directory there); correct " + (
+        "the path" if named_by.startswith("file:") else "it, or unset it to use ./.durable"
     )
 
 

@@ -5,10 +5,12 @@ directory is importable, as with ``python -m``), opens the store the environment
 describes, and repeats: list the runs of those workflows to take -- running runs
 whose lease is free (orphaned, or started with ``Workflow.start``) and waiting
 runs that are due (``recover``'s candidates) -- start each in a thread of its own -- at most
-``--concurrency`` at a time -- and print one line per run when it ends; then wait
-``--interval`` seconds, or less when a slot frees up or a sleeping run's wake time
-(or a signal's deadline) comes sooner: a timer is resumed at its time. ``--once`` makes one pass
-(every candidate, ``--concurrency`` at a time) and exits.
+``--concurrency`` at a time -- and print one line per run when it ends; then rest
+until the next look, timed so that a run started at any moment is picked up within
+``--interval`` while a slot is free (``rest_after``; runs in progress do not delay
+it), or less when a sleeping run's wake time (or a signal's deadline) comes sooner:
+a timer is resumed at its time. ``--once`` makes one pass (every candidate,
+``--concurrency`` at a time) and exits.
 
 SIGTERM or SIGINT stops it gracefully: no new run starts, and each running run
 stops at its next step boundary and releases its lease (the step in progress is
@@ -33,6 +35,8 @@ from ..runner.store_io import now
 from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
 from .recovery import Recovered, candidates, known_workflows, recover_one
+
+_monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
 
 
 def load_workflows(spec: str) -> list[Workflow]:
@@ -92,9 +96,11 @@ def serve(
     stop = stop or threading.Event()
     running: dict[Future[Recovered], str] = {}
 
+    claims = _Claims(stop.is_set)
+
     def start(pool: ThreadPoolExecutor, run_id: str, name: str) -> None:
         job = pool.submit(
-            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=stop.is_set
+            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=claims.timed()
         )
         running[job] = run_id
 
@@ -113,7 +119,7 @@ def serve(
             wake_at = getattr(outcome.error, "wake_at", None)
             if outcome.outcome == "waiting" and wake_at is not None:
                 # (a hair after it: the listing asks the wall clock what is due)
-                wakes.append(time.monotonic() + max(0.0, wake_at - now()) + 0.01)
+                wakes.append(_monotonic() + max(0.0, wake_at - now()) + 0.01)
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
@@ -126,9 +132,10 @@ def serve(
         next_look = 0.0
         while not once and not stop.is_set():
             free = concurrency - len(running)
-            # Look again after the interval -- or when a timer comes due before then: one
-            # this worker put to sleep, or one the last look saw coming.
-            if free > 0 and time.monotonic() >= min([next_look, *wakes]):
+            # Look again when the next look is due -- or when a timer comes due before
+            # then: one this worker put to sleep, or one the last look saw coming.
+            if free > 0 and _monotonic() >= min([next_look, *wakes]):
+                began = _monotonic()
                 busy = set(running.values()).__contains__
                 soon: list[float] = []
                 look = candidates(
@@ -136,15 +143,52 @@ def serve(
                 )
                 for run_id, name in look:
                     start(pool, run_id, name)
-                pause = min([interval, *(max(0.0, w - now()) + 0.01 for w in soon)])
-                next_look = time.monotonic() + pause
-                wakes[:] = [w for w in wakes if w > time.monotonic()]  # those looked for
+                ended = _monotonic()
+                timers = (ended + max(0.0, w - now()) + 0.01 for w in soon)
+                rest = rest_after(ended - began, claims.last, interval)
+                next_look = min([ended + rest, *timers])
+                wakes[:] = [w for w in wakes if w > ended]  # those looked for
+            # Wait for a run to end, but not past the next look: a run in progress must
+            # not delay the pickup of a started one. Short slices: a signal is seen promptly.
+            until = min(0.2, max(0.0, min([next_look, *wakes]) - _monotonic()))
             if running:
-                reap(min(0.2, interval))  # short slices, so that a signal is seen promptly
+                reap(until if len(running) < concurrency else 0.2)  # full: only an end helps
             else:
-                stop.wait(min(0.2, max(0.0, min([next_look, *wakes]) - time.monotonic())))
+                stop.wait(until)
         while running:
             reap(0.2)
+
+
+class _Claims:
+    """What the last pickup cost: from handing a run to a thread to its first step,
+    claim included. The runner asks ``stop`` before each step; the first time, the run
+    is claimed and its step about to start."""
+
+    def __init__(self, stop: Callable[[], bool]) -> None:
+        self.stop, self.last = stop, 0.0
+
+    def timed(self) -> Callable[[], bool]:
+        """The ``stop`` of one run handed over now, noting when it is first asked."""
+        handed, asked = _monotonic(), False
+
+        def stopping() -> bool:
+            nonlocal asked
+            if not asked:
+                asked, self.last = True, _monotonic() - handed
+            return self.stop()
+
+        return stopping
+
+
+def rest_after(look: float, claim: float, interval: float) -> float:
+    """How long to rest after a look that took ``look`` seconds, so that a started run
+    is picked up within ``interval``. A run started just after a look began is missed
+    by it: it waits for that look to end, the rest, the next look's listing (which
+    costs about what this one did) and its claim (about what the last one did) -- so
+    the rest is the interval less two looks and a claim. A store too big for that
+    (a look over a third of the interval) gets a rest as long as a look, so that
+    listing it takes at most half of the worker's time."""
+    return max(interval - 2 * look - claim, look)
 
 
 def on_signals(stop: threading.Event, echo: Callable[[str], None]) -> None:

@@ -69,7 +69,10 @@ class AsyncFileStore:
         )
 
     async def close(self) -> None:
-        """Nothing to release; present so every store closes alike."""
+        """Close the files kept open between saves, as ``FileStore.close`` does (the
+        store stays usable). In a worker thread: closing waits for a save in
+        progress on the same stripe, which must not block the event loop."""
+        await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> AsyncFileStore:
         return self
