@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import durable_steps as ds
+from durable_steps.seam.rules import RunFilter
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = 1024
@@ -187,38 +192,50 @@ class Call:
         return self.name not in READS
 
 
-class Metered:
-    """Wraps any store: each method call is timed and ``meter()`` (a dict of counters,
-    e.g. the kernel's I/O counters or a proxy's byte counts) is read around it. It
-    forwards every attribute, so a store's own methods (a heartbeat's partial update,
-    say) are metered too; nothing of the store's internals is assumed."""
+class Metered(ds.Store):
+    """Wraps a store: each call of the interface is timed and ``meter()`` (a dict of
+    counters, e.g. the kernel's I/O counters or a proxy's byte counts) is read around
+    it; nothing of the store's internals is assumed."""
 
-    def __init__(self, store: Any, meter: Callable[[], dict[str, int]] | None = None) -> None:
+    def __init__(self, store: ds.Store, meter: Callable[[], dict[str, int]] | None = None) -> None:
         self._store, self._meter = store, meter or dict
         self._lock = threading.Lock()
         self.calls: list[Call] = []
+        self.kind = store.kind  # type: ignore[misc]
+        self.max_state_bytes = store.max_state_bytes
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if not callable(attr) or name.startswith("_"):
-            return attr
+    def _metered(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        before, t0 = self._meter(), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            t1, after = time.perf_counter(), self._meter()
+            delta = {k: after[k] - before.get(k, 0) for k in after}
+            with self._lock:
+                self.calls.append(Call(name, t0, t1, delta))
 
-        def metered(*args: Any, **kwargs: Any) -> Any:
-            before, t0 = self._meter(), time.perf_counter()
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                t1, after = time.perf_counter(), self._meter()
-                delta = {k: after[k] - before.get(k, 0) for k in after}
-                with self._lock:
-                    self.calls.append(Call(name, t0, t1, delta))
+    def load(self, run_id: str) -> ds.Checkpoint | None:
+        return self._metered("load", self._store.load, run_id)
 
-        return metered
+    def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        return self._metered("save", self._store.save, checkpoint)
 
-    def __enter__(self) -> Metered:
-        return self
+    def load_head(self, run_id: str) -> ds.Checkpoint | None:
+        return self._metered("load_head", self._store.load_head, run_id)
 
-    def __exit__(self, *exc: object) -> None:
+    def save_head(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        return self._metered("save_head", self._store.save_head, checkpoint)
+
+    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return self._metered("delete", self._store.delete, run_id, etag=etag)
+
+    def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
+        return iter(self._metered("list_runs", lambda: list(self._store.listing(filters))))
+
+    def run_info(self, run_id: str) -> ds.RunInfo | None:
+        return self._metered("run_info", self._store.run_info, run_id)
+
+    def close(self) -> None:
         self._store.close()
 
 

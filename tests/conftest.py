@@ -29,15 +29,17 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 import durable_steps as ds
-from durable_steps.runner import store_io
+from durable_steps.runner import clock as runner_clock
+from durable_steps.seam.rules import RunFilter
+from durable_steps.seam.store import ORPHAN_AGE
 from durable_steps.testing import CosmosEndpoint, open_store, selected_backends
 from durable_steps.testing import _parametrized as parametrized
 
@@ -53,6 +55,7 @@ from .helpers.clitools import Cli
 from .helpers.proxy import Proxy, in_front_of
 
 pytest_plugins = ["pytester"]
+T = TypeVar("T")
 
 Cosmos = CosmosEndpoint
 """The name the test modules know the plugin's endpoint by."""
@@ -118,35 +121,43 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-class SyncFacade:
+class SyncFacade(ds.Store):
     """A sync Store over an AsyncStore: every call is awaited on the loop thread."""
 
-    def __init__(self, store: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, store: ds.AsyncStore, loop: asyncio.AbstractEventLoop) -> None:
         self.aio, self._loop = store, loop
+        self.kind = store.kind  # type: ignore[misc] # the async store's
+        self.max_state_bytes = store.max_state_bytes
 
-    def _wait(self, coro: Any) -> Any:
+    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)
 
     def load(self, run_id: str) -> ds.Checkpoint | None:
-        return self._wait(self.aio.load(run_id))  # type: ignore[no-any-return]
+        return self._wait(self.aio.load(run_id))
 
-    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        return self._wait(self.aio.save(cp))  # type: ignore[no-any-return]
+    def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        return self._wait(self.aio.save(checkpoint))
 
     def load_head(self, run_id: str) -> ds.Checkpoint | None:
-        return self._wait(self.aio.load_head(run_id))  # type: ignore[no-any-return]
+        return self._wait(self.aio.load_head(run_id))
 
-    def save_head(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        return self._wait(self.aio.save_head(cp))  # type: ignore[no-any-return]
+    def save_head(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        return self._wait(self.aio.save_head(checkpoint))
 
-    def delete(self, run_id: str, **options: Any) -> bool:
-        return self._wait(self.aio.delete(run_id, **options))  # type: ignore[no-any-return]
+    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
+        return self._wait(self.aio.delete(run_id, etag=etag))
 
-    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
+    def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
         async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
             return [i async for i in it]
 
-        return iter(self._wait(collect(self.aio.list_runs(**filters))))
+        return iter(self._wait(collect(self.aio.listing(filters))))
+
+    def run_info(self, run_id: str) -> ds.RunInfo | None:
+        return self._wait(self.aio.run_info(run_id))
+
+    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
+        return self._wait(self.aio.prune_orphans(older_than))
 
     def close(self) -> None:
         self._wait(self.aio.close())
@@ -311,8 +322,8 @@ def pause_with(monkeypatch: pytest.MonkeyPatch, pause: Callable[[float], Any]) -
     async def asleep(seconds: float) -> None:
         await asyncio.to_thread(pause, seconds)
 
-    monkeypatch.setattr(store_io, "_sleep", pause)
-    monkeypatch.setattr(store_io, "_asleep", asleep)
+    monkeypatch.setattr(runner_clock, "_sleep", pause)
+    monkeypatch.setattr(runner_clock, "_asleep", asleep)
 
 
 @pytest.fixture
@@ -337,7 +348,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(store_io, "_now", lambda: fake.now)
+    monkeypatch.setattr(runner_clock, "_now", lambda: fake.now)
     pause_with(monkeypatch, fake.advance)
     return fake
 

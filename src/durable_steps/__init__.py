@@ -16,6 +16,7 @@ from .runner.step import Step, StepContext, current_step, running_steps
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
+from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.errors import (
     CodecError,
     ConfigurationError,
@@ -37,7 +38,7 @@ from .seam.errors import (
     StoreError,
     TooManyAttemptsError,
 )
-from .seam.store import AsyncStore, Checkpoint, RunInfo, Store
+from .seam.store import AsyncStore, Store
 from .stores.config import async_store_from_env, store_from_env
 from .stores.file.async_store import AsyncFileStore
 from .stores.file.store import FileStore

@@ -164,21 +164,23 @@ def test_a_cancellation_during_a_save_lets_it_finish_then_propagates(
     assert ran == ["a", "b"]
 
 
-class HeldSave:
-    """An async store whose next save waits until ``finish`` is set; ``saving`` is set
-    once it started."""
+class HeldSave(ds.AsyncMemoryStore):
+    """An async store whose next save (of a checkpoint or of a head) waits until
+    ``finish`` is set; ``saving`` is set once it started."""
 
     def __init__(self) -> None:
-        self.inner = ds.AsyncMemoryStore()
+        super().__init__()
         self.saving, self.finish = asyncio.Event(), asyncio.Event()
 
-    async def load(self, run_id: str) -> ds.Checkpoint | None:
-        return await self.inner.load(run_id)
-
-    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
+    async def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
         self.saving.set()
         await self.finish.wait()
-        return await self.inner.save(cp)
+        return await super().save(checkpoint)
+
+    async def save_head(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        self.saving.set()
+        await self.finish.wait()
+        return await super().save_head(checkpoint)
 
 
 @pytest.mark.parametrize("what", ["start", "signal", "cancel"])
@@ -208,7 +210,7 @@ def test_start_signal_and_cancel_cancelled_during_their_save_let_it_land_then_ra
         store.finish.set()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return await store.inner.load(run_id)
+        return await store.load(run_id)
 
     cp = arun(main())
     assert cp is not None
@@ -216,19 +218,17 @@ def test_start_signal_and_cancel_cancelled_during_their_save_let_it_land_then_ra
     assert landed == {"start": "running", "signal": ["go"], "cancel": "cancelled"}[what]
 
 
-class CancelledAsItSaves:
+class CancelledAsItSaves(ds.AsyncMemoryStore):
     """An async store that cancels ``victim`` just as its save of step 0 completes: the
     task is woken by the cancellation with the save already done."""
 
     def __init__(self) -> None:
-        self.inner = ds.AsyncMemoryStore()
+        super().__init__()
         self.victim: asyncio.Task[Any] | None = None
 
-    async def load(self, run_id: str) -> ds.Checkpoint | None:
-        return await self.inner.load(run_id)
-
-    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        saved = await self.inner.save(cp)
+    async def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        cp = checkpoint
+        saved = await super().save(cp)
         if cp.step == 0 and self.victim is not None:
             # Scheduled before the save's completion wakes the run: it comes first.
             asyncio.get_running_loop().call_soon(self.victim.cancel)

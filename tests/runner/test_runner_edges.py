@@ -17,6 +17,9 @@ import pytest
 import durable_steps as ds
 from durable_steps import Retry, Step, Workflow
 from durable_steps.runner.drivers import drive, drive_async
+from durable_steps.seam.rules import RunFilter
+
+from ..helpers.around import Around, AroundAsync
 
 
 class Sync:
@@ -69,34 +72,35 @@ def api(request: pytest.FixtureRequest) -> Sync:
     return Sync() if request.param == "run" else Async()
 
 
-class FalseConflicts:
+class FalseConflicts(Around):
     """Around a store: the first ``n`` saves raise ConflictError and write nothing, as a
     replica that has not seen the latest write yet answers a fresh client."""
 
     def __init__(self, store: Any, n: int) -> None:
-        self.inner, self.n = store, n
+        super().__init__(store)
+        self.n = n
 
     def refuse(self, cp: ds.Checkpoint) -> bool:
         self.n -= 1
         return self.n >= 0
 
-    def load(self, run_id: str) -> ds.Checkpoint | None:
-        return self.inner.load(run_id)  # type: ignore[no-any-return]
-
-    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        if self.refuse(cp):
-            raise ds.ConflictError("a stale replica answered", run_id=cp.run_id)
-        return self.inner.save(cp)  # type: ignore[no-any-return]
+    def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        if self.refuse(checkpoint):
+            raise ds.ConflictError("a stale replica answered", run_id=checkpoint.run_id)
+        return self.inner.save(checkpoint)
 
 
-class FalseConflictsAsync(FalseConflicts):
-    async def load(self, run_id: str) -> ds.Checkpoint | None:  # type: ignore[override]
-        return await self.inner.load(run_id)  # type: ignore[no-any-return]
+class FalseConflictsAsync(AroundAsync):
+    def __init__(self, store: Any, n: int) -> None:
+        super().__init__(store)
+        self.n = n
 
-    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:  # type: ignore[override]
-        if self.refuse(cp):
-            raise ds.ConflictError("a stale replica answered", run_id=cp.run_id)
-        return await self.inner.save(cp)  # type: ignore[no-any-return]
+    refuse = FalseConflicts.refuse
+
+    async def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        if self.refuse(checkpoint):  # type: ignore[arg-type]
+            raise ds.ConflictError("a stale replica answered", run_id=checkpoint.run_id)
+        return await self.inner.save(checkpoint)
 
 
 def test_a_false_conflict_on_the_claim_is_retried_after_a_reload(
@@ -124,40 +128,35 @@ def test_a_claim_that_keeps_meeting_a_writer_fails_and_writes_nothing(
     assert (ran, api.memory.load(run_id)) == ([], None)
 
 
-class TakenAfterListing:
+class TakenAfterListing(Around):
     """Around a store: every run it lists is claimed by another live worker right after
     it was listed, before recover can claim it."""
 
     def __init__(self, store: Any, memory: ds.MemoryStore) -> None:
-        self.inner, self.memory = store, memory
+        super().__init__(store)
+        self.memory = memory
 
     def take(self, info: ds.RunInfo) -> None:
         cp = self.memory.load(info.run_id)
         assert cp is not None
         self.memory.save(replace(cp, owner="other", lease_expires=time.time() + 600))
 
-    def load(self, run_id: str) -> ds.Checkpoint | None:
-        return self.inner.load(run_id)  # type: ignore[no-any-return]
-
-    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        return self.inner.save(cp)  # type: ignore[no-any-return]
-
-    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
-        for info in self.inner.list_runs(**filters):
+    def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
+        for info in self.inner.listing(filters):
             self.take(info)
             yield info
 
 
-class TakenAfterListingAsync(TakenAfterListing):
-    async def load(self, run_id: str) -> ds.Checkpoint | None:  # type: ignore[override]
-        return await self.inner.load(run_id)  # type: ignore[no-any-return]
+class TakenAfterListingAsync(AroundAsync):
+    def __init__(self, store: Any, memory: ds.MemoryStore) -> None:
+        super().__init__(store)
+        self.memory = memory
 
-    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:  # type: ignore[override]
-        return await self.inner.save(cp)  # type: ignore[no-any-return]
+    take = TakenAfterListing.take
 
-    async def list_runs(self, **filters: Any) -> AsyncIterator[ds.RunInfo]:  # type: ignore[override]
-        async for info in self.inner.list_runs(**filters):
-            self.take(info)
+    async def listing(self, filters: RunFilter) -> AsyncIterator[ds.RunInfo]:  # type: ignore[override]
+        async for info in self.inner.listing(filters):
+            self.take(info)  # type: ignore[arg-type]
             yield info
 
 

@@ -23,6 +23,7 @@ import durable_steps as ds
 from durable_steps import Retry, Step, Workflow
 
 from ..conftest import Api, Backend, SyncFacade, store_env
+from ..helpers.around import Around, AroundAsync
 
 LIMIT = 100_000
 
@@ -122,12 +123,13 @@ def test_a_call_record_over_the_limit_is_not_swallowed(small: Api, run_id: str) 
 # -- a store that fails one save -----------------------------------------------------------
 
 
-class FailingSave:
+class FailingSave(Around):
     """Around a store: the first save that ``when`` picks raises ``error`` and writes
     nothing, as a store that is unreachable for a moment (the others pass)."""
 
     def __init__(self, store: Any, when: Callable[[ds.Checkpoint], bool], error: Exception):
-        self.inner, self.when, self.error = store, when, error
+        super().__init__(store)
+        self.when, self.error = when, error
         self.failed = 0
 
     def refuse(self, cp: ds.Checkpoint) -> bool:
@@ -136,26 +138,24 @@ class FailingSave:
         self.failed += 1
         return True
 
-    def load(self, run_id: str) -> ds.Checkpoint | None:
-        return self.inner.load(run_id)  # type: ignore[no-any-return]
-
-    def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:
-        if self.refuse(cp):
+    def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        if self.refuse(checkpoint):
             raise self.error
-        return self.inner.save(cp)  # type: ignore[no-any-return]
-
-    def list_runs(self, **filters: Any) -> Any:
-        return self.inner.list_runs(**filters)
+        return self.inner.save(checkpoint)
 
 
-class FailingSaveAsync(FailingSave):
-    async def load(self, run_id: str) -> ds.Checkpoint | None:  # type: ignore[override]
-        return await self.inner.load(run_id)  # type: ignore[no-any-return]
+class FailingSaveAsync(AroundAsync):
+    def __init__(self, store: Any, when: Callable[[ds.Checkpoint], bool], error: Exception):
+        super().__init__(store)
+        self.when, self.error = when, error
+        self.failed = 0
 
-    async def save(self, cp: ds.Checkpoint) -> ds.Checkpoint:  # type: ignore[override]
-        if self.refuse(cp):
+    refuse = FailingSave.refuse
+
+    async def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
+        if self.refuse(checkpoint):  # type: ignore[arg-type]
             raise self.error
-        return await self.inner.save(cp)  # type: ignore[no-any-return]
+        return await self.inner.save(checkpoint)
 
 
 def failing(api: Api, when: Callable[[ds.Checkpoint], bool], error: Exception) -> Api:

@@ -1,4 +1,5 @@
-"""The seam's helpers on every save's path (``seam.store``): each fast version gives exactly
+"""The seam's helpers on every save's path (``seam.checkpoint``, ``seam.rules``): each
+fast version gives exactly
 what the plain one would -- ``evolve`` as ``dataclasses.replace``, the run-id check's
 first look as the full rules, the cached encoder as ``json`` -- and etags stay unique
 without a system call each."""
@@ -16,8 +17,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps.seam import document, etags
-from durable_steps.seam import store as seam_store
+from durable_steps.seam import checkpoint, document, etags, rules
 
 
 @pytest.mark.parametrize(
@@ -33,15 +33,15 @@ from durable_steps.seam import store as seam_store
 )
 def test_evolve_is_replace(changes: dict[str, Any]) -> None:
     cp = ds.Checkpoint("r", 0, {"a": 1}, etag="x" * 24, steps=("a",), owner="me", attempt=2)
-    assert seam_store.evolve(cp, **changes) == replace(cp, **changes)  # every field, done too
+    assert checkpoint.evolve(cp, **changes) == replace(cp, **changes)  # every field, done too
 
 
 def test_evolve_refuses_what_replace_refuses() -> None:
     cp = ds.Checkpoint("r", -1, {})
     with pytest.raises(ValueError, match="status must be one of"):
-        seam_store.evolve(cp, status="paused")
+        checkpoint.evolve(cp, status="paused")
     with pytest.raises(TypeError, match="no field"):
-        seam_store.evolve(cp, stpe=1)
+        checkpoint.evolve(cp, stpe=1)
 
 
 def test_the_run_id_checks_first_look_lets_through_no_id_the_rules_refuse() -> None:
@@ -58,19 +58,19 @@ def test_the_run_id_checks_first_look_lets_through_no_id_the_rules_refuse() -> N
     for c in special:
         for run_id in (c, c + c, "a" + c, c + "a", "a" + c + "a"):
             try:
-                seam_store.check_run_id(run_id)
+                rules.check_run_id(run_id)
             except ds.InvalidRunIdError:
                 refused += 1
-                assert seam_store._SUSPECT.search(run_id), ascii(run_id)
+                assert rules._SUSPECT.search(run_id), ascii(run_id)
     assert refused > 4 * 2048  # the surrogates alone
 
 
 def test_valid_ids_pass_and_bad_ones_get_the_full_message() -> None:
-    assert seam_store.check_run_id("ünï-✓ 1.2") == "ünï-✓ 1.2"
+    assert rules.check_run_id("ünï-✓ 1.2") == "ünï-✓ 1.2"
     with pytest.raises(ds.InvalidRunIdError, match="starts or ends with whitespace"):
-        seam_store.check_run_id("a\u2003")
+        rules.check_run_id("a\u2003")
     with pytest.raises(ds.InvalidRunIdError, match="control character"):
-        seam_store.check_run_id("a\x85b")
+        rules.check_run_id("a\x85b")
 
 
 def test_etags_are_24_hex_digits_and_never_repeat() -> None:

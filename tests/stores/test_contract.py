@@ -14,8 +14,8 @@ import pytest
 
 import durable_steps as ds
 from durable_steps import Checkpoint, Step
+from durable_steps.seam.rules import MAX_STATE_BYTES
 from durable_steps.seam.state import MAX_DEPTH
-from durable_steps.seam.store import MAX_STATE_BYTES
 
 from ..conftest import Backend, SyncFacade, store_env
 

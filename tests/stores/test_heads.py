@@ -1,4 +1,4 @@
-"""A run's head read and written alone (``load_head``, ``save_head``: the ``HeadStore``
+"""A run's head read and written alone (``load_head``, ``save_head`` of the ``Store``
 methods every store of the package has): the contract on every backend. A signal, a
 cancellation and ``Workflow.start`` use them, so they cost the head whatever the
 state's size (on Cosmos DB counted on the wire: ``test_cosmos_heads``)."""
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 import durable_steps as ds
-from durable_steps.seam.store import NOT_READ, AsyncHeadStore, HeadStore
+from durable_steps.seam.checkpoint import NOT_READ
 
 from ..conftest import Backend, SyncFacade
 
@@ -35,13 +35,14 @@ def waiting_run(store: ds.Store, run_id: str, **state: object) -> ds.Checkpoint:
     )
 
 
-def test_every_store_is_a_head_store(backend: Backend) -> None:
-    """Every store of the package reads and writes heads (the runner needs no fallback)."""
+def test_every_store_is_of_the_typed_interface(backend: Backend) -> None:
+    """Every store of the package inherits the one interface (heads included): the
+    runner, the workers and the CLI reach every method without a fallback."""
     store = backend.store
     if isinstance(store, SyncFacade):
-        assert isinstance(store.aio, AsyncHeadStore)
+        assert isinstance(store.aio, ds.AsyncStore)
     else:
-        assert isinstance(store, HeadStore)
+        assert isinstance(store, ds.Store)
 
 
 def test_load_head_gives_every_field_but_the_data(backend: Backend, run_id: str) -> None:

@@ -51,13 +51,13 @@ def look_starts(
     store = ds.MemoryStore()
     blocking.start(run_id, store)
     starts: list[float] = []
-    list_runs, save = store.list_runs, store.save
+    listing_of, save = store.listing, store.save
 
-    def costly_listing(**filters: Any) -> Any:
-        if filters["status"] == "running" and entered.is_set():  # a look lists these first
+    def costly_listing(filters: Any) -> Any:
+        if filters.status == "running" and entered.is_set():  # a look lists these first
             starts.append(clock.now)
         clock.advance(listing)
-        return list_runs(**filters)
+        return listing_of(filters)
 
     def costly_save(cp: ds.Checkpoint) -> ds.Checkpoint:
         clock.advance(claim)  # the claim: the only save until the step returns
@@ -70,7 +70,7 @@ def look_starts(
             clock.advance(timeout)
         return done, pending
 
-    store.list_runs = costly_listing  # type: ignore[method-assign]
+    store.listing = costly_listing  # type: ignore[method-assign]
     store.save = costly_save  # type: ignore[method-assign]
     monkeypatch.setattr(loop, "wait", fake_wait)
     stop = threading.Event()

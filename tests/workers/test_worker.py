@@ -187,13 +187,13 @@ def test_a_look_lists_each_workflows_runs_once_and_wakes_at_a_timer_it_saw(
     with pytest.raises(ds.RunWaiting):
         nap.run(run_id, store)
     listed: list[str] = []
-    list_runs = store.list_runs
+    listing = store.listing
 
-    def counted(**filters: Any) -> Any:
-        listed.append(filters["status"])
-        return list_runs(**filters)
+    def counted(filters: Any) -> Any:
+        listed.append(filters.status)
+        return listing(filters)
 
-    store.list_runs = counted  # type: ignore[method-assign]
+    store.listing = counted  # type: ignore[method-assign]
     stop, ended = threading.Event(), []
     options: dict[str, Any] = {"once": False, "concurrency": 2, "interval": 600.0}
     options |= {"lease": 60.0, "owner": None, "echo": ended.append, "stop": stop}

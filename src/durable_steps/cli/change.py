@@ -16,13 +16,13 @@ import itertools
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import click
 
 from ..runner.signals import send_signal
+from ..seam.checkpoint import ENDED, Checkpoint, RunInfo
 from ..seam.errors import ConflictError, CorruptCheckpointError
-from ..seam.store import ENDED, Checkpoint, RunInfo
+from ..seam.store import Store
 from ..stores.config import store_for
 from .common import Progress, age, json_value, note, say, when
 from .runs import STYLE, load, status_of
@@ -150,8 +150,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
                     _prune_one(store, info, dry_run, as_json, done)
                     progress.advance()
         # Cosmos DB: data that no head reaches (a crashed delete, an expired run, a lost save).
-        sweep = None if dry_run else getattr(store, "prune_segments", None)
-        segments = sweep() if sweep is not None else None
+        segments = None if dry_run else store.prune_orphans()
     if as_json:
         extra = {} if segments is None else {"orphaned_segments": segments}
         click.echo(json.dumps({"dry_run": dry_run, **done, **extra}, indent=2))
@@ -167,7 +166,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
 
 
 def _prune_one(
-    store: Any, info: RunInfo, dry_run: bool, as_json: bool, done: dict[str, list[str]]
+    store: Store, info: RunInfo, dry_run: bool, as_json: bool, done: dict[str, list[str]]
 ) -> None:
     done["matched"].append(info.run_id)
     if dry_run:
@@ -184,6 +183,6 @@ def _prune_one(
     done["gone" if gone else "deleted"].append(info.run_id)
 
 
-def _delete(store: Any, run_id: str, etag: str | None) -> bool:
+def _delete(store: Store, run_id: str, etag: str | None) -> bool:
     """Delete the run only as it was read (``etag``); ConflictError if it changed since."""
     return bool(store.delete(run_id, etag=etag))

@@ -10,7 +10,7 @@ import click
 
 from ..runner.cancel import cancel_run
 from ..runner.requests import execute
-from ..runner.store_io import plain
+from ..runner.store_io import blocking_io
 from ..runner.workflow import start_program
 from ..stores.config import store_for
 from .common import json_value, say
@@ -44,7 +44,7 @@ def runs_start(
             param_hint="'--input'",
         )
     with store_for("env") as store:
-        created = execute(start_program(name, run_id, value), plain(store))
+        created = execute(start_program(name, run_id, value), blocking_io(store))
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "workflow": name, "created": created}))
     elif created:

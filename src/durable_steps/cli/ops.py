@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from ..seam.checkpoint import Checkpoint, RunInfo
 from ..seam.errors import (
     ConfigurationError,
     ConflictError,
@@ -27,7 +28,7 @@ from ..seam.errors import (
     DurableError,
     StoreError,
 )
-from ..seam.store import Checkpoint, RunInfo
+from ..seam.store import Store
 from ..stores.config import check_spec, describe, store_for
 from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
@@ -107,7 +108,7 @@ def doctor(read_all: bool) -> None:
         say(("the store is ready", "bold green"), " (its runs were not read: --verify reads them)")
 
 
-def _verify(store: Any) -> Verified:
+def _verify(store: Store) -> Verified:
     with Progress("verifying runs") as progress:
         return verify(store, progress)
 
@@ -137,13 +138,18 @@ def open_or_create() -> tuple[Any, str | None]:
     )
 
 
-def _layout(store: Any) -> None:
+def _layout(store: Store) -> None:
     """A Cosmos DB container's layout: the one it should have, or the earlier one (which
     works, with its limits) and how to move."""
-    key = getattr(store, "partition_key", None)
+    if store.kind != "CosmosStore":
+        return
+    from ..stores.cosmos.store import CosmosStore  # (azure: only when it is one)
+
+    assert isinstance(store, CosmosStore)
+    key = store.partition_key
     if key == "/run":
         say(("✓ ", "green"), "container layout: partition key /run (a head and segments per run)")
-    elif key is not None:
+    else:
         say(("! ", "yellow"), f"container layout: {store.legacy_advice()}")
 
 

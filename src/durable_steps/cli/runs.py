@@ -25,8 +25,10 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
+from ..seam.checkpoint import ENDED, STATUSES, Checkpoint, RunInfo
 from ..seam.errors import RunNotFoundError
-from ..seam.store import ENDED, STATUSES, Checkpoint, RunInfo, check_run_id
+from ..seam.rules import check_run_id
+from ..seam.store import Store
 from ..stores.config import store_for
 from .common import out, owner, say, size, when
 
@@ -188,7 +190,7 @@ def runs_list(status: str | None, workflow: str | None, limit: int | None, as_js
         say(f"... and {bad - len(unreadable)} more unreadable ('runs list --json' has them all)")
 
 
-def load(store: Any, run_id: str) -> Checkpoint:
+def load(store: Store, run_id: str) -> Checkpoint:
     cp = store.load(check_run_id(run_id))
     if cp is None:
         raise RunNotFoundError(
@@ -196,7 +198,7 @@ def load(store: Any, run_id: str) -> Checkpoint:
             "'durable-steps runs list' shows the runs there",
             run_id=run_id,
         )
-    return cp  # type: ignore[no-any-return]
+    return cp
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:

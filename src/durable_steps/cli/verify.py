@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import click
 
 from ..seam.errors import CorruptCheckpointError
+from ..seam.store import Store
 from ..stores.config import store_for
 from .common import Progress, first_line, say
 
@@ -59,7 +59,7 @@ class Verified:
         return not self.damaged
 
 
-def verify(store: Any, progress: Progress) -> Verified:
+def verify(store: Store, progress: Progress) -> Verified:
     """List every run of ``store`` and load each whole; the damaged ones."""
     report = Verified(repr(store))
     for info in store.list_runs():

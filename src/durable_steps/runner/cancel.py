@@ -20,17 +20,19 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError
-from ..seam.store import AsyncStore, Checkpoint, Store, check_run_id, evolve
+from ..seam.rules import check_run_id
+from ..seam.store import AsyncStore, Store
 from .outside import update_run
 from .requests import Request, execute
-from .store_io import execute_on, plain
+from .store_io import blocking_io, execute_on
 from .telemetry import log
 
 
 def cancel_run(store: Store, run_id: str, *, reason: str | None = None) -> bool:
     """Cancel run ``run_id`` (see the top); True if this call cancelled it."""
-    return execute(_cancel(run_id, reason), plain(store))
+    return execute(_cancel(run_id, reason), blocking_io(store))
 
 
 async def cancel_run_async(store: AsyncStore, run_id: str, *, reason: str | None = None) -> bool:

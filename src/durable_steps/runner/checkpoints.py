@@ -23,9 +23,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import DurableError, LeaseLostError, RunWaiting, Suspend
 from ..seam.state import Records, call_key, records
-from ..seam.store import Checkpoint, evolve
 from .step import Step
 from .telemetry import log
 

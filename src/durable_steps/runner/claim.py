@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     RunCancelledError,
     RunLeasedError,
@@ -37,9 +38,8 @@ from ..seam.errors import (
     TooManyAttemptsError,
 )
 from ..seam.lease import lease_holder
-from ..seam.store import Checkpoint, evolve
+from .clock import now
 from .step import Step
-from .store_io import now
 from .telemetry import log
 
 

@@ -27,11 +27,12 @@ from ..seam.store import AsyncStore, Store
 from . import tasks
 from .claim import MAX_ATTEMPTS
 from .heartbeat import Heartbeat
+from .journal import Journal
 from .lease_keeper import LeaseKeeper
 from .requests import Call, Load, Request, Save, execute, execute_async
 from .run import RunProgram
 from .step import Step, running
-from .store_io import AsyncIO, plain
+from .store_io import AsyncIO, blocking_io
 
 
 def run(
@@ -78,12 +79,17 @@ async def run_async(
 
 
 def _sync_only(store: object) -> None:
-    if inspect.iscoroutinefunction(getattr(store, "load", None)):
+    if isinstance(store, AsyncStore):
         raise TypeError(f"{store!r} is an async store: use run_async() with it")
+    if not isinstance(store, Store):
+        raise TypeError(
+            f"{store!r} is not a store: give run() a Store (FileStore, CosmosStore, "
+            "MemoryStore, store_from_env()), or subclass durable_steps.Store"
+        )
 
 
 def _async_only(store: object) -> None:
-    if not inspect.iscoroutinefunction(getattr(store, "load", None)):
+    if not isinstance(store, AsyncStore):
         raise TypeError(
             f"{store!r} is a sync store: use run() with it, or its async twin "
             "(AsyncFileStore, AsyncCosmosStore, async_store_from_env())"
@@ -113,6 +119,12 @@ async def drive_async(r: RunProgram, store: AsyncStore) -> dict[str, Any]:
         driver.close()
 
 
+def _journal_of(op: Call) -> Journal:
+    journal = op.context.journal
+    assert isinstance(journal, Journal), "the runner gives every step attempt its journal"
+    return journal
+
+
 def _what(op: Call) -> tuple[int, str, int]:
     return op.context.index, op.step.name, op.context.attempt
 
@@ -135,9 +147,10 @@ class SyncDriver:
     """Blocking I/O, and a heartbeat thread that renews the lease during steps."""
 
     is_async = False
+    cancelled = False  # (no cancellation to hold back: a blocking save is not cut short)
 
     def __init__(self, r: RunProgram, store: Store) -> None:
-        self.r, self.keep, self.io = r, LeaseKeeper(r), plain(store)
+        self.r, self.keep, self.io = r, LeaseKeeper(r), blocking_io(store)
         self.lock = threading.Lock()
         self.heart = Heartbeat(self.beat, r.lease / 3)
 
@@ -159,13 +172,14 @@ class SyncDriver:
         return result
 
     def call(self, op: Call) -> Any:
-        op.context.journal.driver = self  # the step's calls save through this driver
-        op.context.journal.scopes.own("")  # the step's scope is this thread's
+        journal = _journal_of(op)
+        journal.driver = self  # the step's calls save through this driver
+        journal.scopes.own("")  # the step's scope is this thread's
         try:
             with running(op.context), self.r.obs.step(*_what(op)):
                 result = op.step.fn(op.state)
         finally:
-            op.context.journal.closed = True
+            journal.closed = True
         _not_async(op, result)
         return result
 
@@ -184,6 +198,11 @@ class AsyncDriver:
     cancellation."""
 
     is_async = True
+
+    @property
+    def cancelled(self) -> bool:
+        """A cancellation came during a save and was held back until it ended."""
+        return self.io.cancelled
 
     def __init__(self, r: RunProgram, store: AsyncStore) -> None:
         self.r, self.keep, self.io = r, LeaseKeeper(r), AsyncIO(store)
@@ -223,8 +242,9 @@ class AsyncDriver:
         return result
 
     async def call(self, op: Call) -> Any:
-        op.context.journal.driver = self  # the step's calls save through this driver
-        op.context.journal.scopes.own("")  # the step's scope is this task's
+        journal = _journal_of(op)
+        journal.driver = self  # the step's calls save through this driver
+        journal.scopes.own("")  # the step's scope is this task's
         tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
         try:
             with running(op.context), self.r.obs.step(*_what(op)):
@@ -232,7 +252,7 @@ class AsyncDriver:
                 if inspect.isawaitable(result):
                     result = await result
         finally:
-            op.context.journal.closed = True
+            journal.closed = True
         return result
 
     async def beat(self, stop: asyncio.Event) -> None:

@@ -65,18 +65,19 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..seam import metering
+from ..seam.checkpoint import Checkpoint
 from ..seam.errors import StepInterrupted, StepMismatchError
+from ..seam.rules import check_name
 from ..seam.state import call_key, freeze, thaw
-from ..seam.store import check_name
-from . import store_io
-from .requests import Sleep, execute, execute_async
+from . import clock
+from .requests import Request, Sleep, execute, execute_async
 from .retry import NEVER_RETRIED, ONCE, Retry
 from .step import StepContext, _current, current_step
 from .tasks import Scopes, join
-from .telemetry import CallSpan
+from .telemetry import CallSpan, Observer
 
 T = TypeVar("T")
 
@@ -96,6 +97,40 @@ class Record(NamedTuple):
     """The call's span, ended with the bytes the record took (a result's record)."""
 
 
+class Recorder(Protocol):
+    """What a journal needs of its run (``run.RunProgram``): its id and checkpoint, its
+    observer, and the program that saves a record."""
+
+    run_id: str
+    cp: Checkpoint
+    obs: Observer
+
+    def record(
+        self, record: Mapping[str, Any], still: Callable[[], object]
+    ) -> Generator[Request, Any, Checkpoint]: ...
+
+
+class Lost(Protocol):
+    @property
+    def lost(self) -> BaseException | None: ...
+
+
+class StepDriver(Protocol):
+    """What a journal needs of the driver running its step (``drivers``): whether it is
+    async, its lease keeper (the run lost?), how it carries out a request, and whether a
+    cancellation was held back during a save."""
+
+    is_async: bool
+
+    @property
+    def keep(self) -> Lost: ...
+
+    def do(self, op: Request) -> Any: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+
 class Journal:
     """The durable operations of one step attempt (see the top), numbered by scope
     (``tasks``)."""
@@ -104,11 +139,10 @@ class Journal:
         "__weakref__", "_by_key", "closed", "driver", "failed", "records", "run", "scopes"
     )  # fmt: skip
 
-    def __init__(self, run: Any, records: tuple[Mapping[str, Any], ...]) -> None:
+    def __init__(self, run: Recorder, records: tuple[Mapping[str, Any], ...]) -> None:
         self.run, self.records = run, records
-        self.driver: Any = None
-        """Set by the driver that runs the step (``drivers``): its program ``r``, its
-        ``do``, its lease keeper ``keep``, ``is_async``, and (async) its ``io``."""
+        self.driver: StepDriver | None = None
+        """Set by the driver that runs the step (``drivers``)."""
         self._by_key: dict[tuple[str, int], Mapping[str, Any]] | None = None
         self.scopes = Scopes(run.run_id, self._where)
         self.closed = False
@@ -172,11 +206,17 @@ class Journal:
             return at + 1 if before.get("kind") in ("sleep", "wait") else at  # type: ignore[no-any-return]
         return 1
 
+    @property
+    def driven(self) -> StepDriver:
+        """The driver running the step (set before its function runs)."""
+        assert self.driver is not None, "a journal is driven once its step runs"
+        return self.driver
+
     def check(self) -> None:
         """No other call starts once the run is lost (lease taken, cancelled, deleted)
         or a record could not be saved, and none is recorded once its step has ended."""
         if self.failed is None:
-            self.failed = self.driver.keep.lost
+            self.failed = self.driven.keep.lost
         if self.failed is not None:
             raise StepInterrupted(self.failed)
         if self.closed:
@@ -189,9 +229,9 @@ class Journal:
 
 def _journal(what: str) -> Journal:
     journal = current_step().journal
-    if journal is None or journal.driver is None:
+    if not isinstance(journal, Journal) or journal.driver is None:
         raise RuntimeError(f"{what}() is only available inside a step run by run() or run_async()")
-    return journal  # type: ignore[no-any-return]
+    return journal
 
 
 def call(
@@ -200,7 +240,7 @@ def call(
     """``fn(*args, **kwargs)``, run once and recorded: when the step runs again, the
     recorded result is returned without running ``fn`` (see the top)."""
     journal = _journal("call")
-    if journal.driver.is_async:
+    if journal.driven.is_async:
         raise TypeError(
             f"call({name!r}, ...) inside a step run by run_async(): use "
             f"'await call_async({name!r}, ...)', which does not block the event loop"
@@ -226,7 +266,7 @@ def call_async(
         first = next(program)  # the index is taken now; a recorded call returns at once
     except StopIteration as done:
         return _returning(done.value)
-    do = _do_async if journal.driver.is_async else _do_blocking
+    do = _do_async if journal.driven.is_async else _do_blocking
     return _rest(program, first, do)
 
 
@@ -336,7 +376,7 @@ def _do_sync(request: Invoke | Record | Sleep) -> Any:
         return value
     if isinstance(request, Record):
         return _recorded(request)
-    return store_io._sleep(request.seconds)
+    return clock.sleep(request.seconds)
 
 
 async def _do_async(request: Invoke | Record | Sleep) -> Any:
@@ -347,15 +387,15 @@ async def _do_async(request: Invoke | Record | Sleep) -> Any:
                 value = await value
         return value
     if isinstance(request, Record):
-        driver = request.journal.driver
-        with _saving(request.journal), _recording(request):
+        journal, driver = request.journal, request.journal.driven
+        with _saving(journal), _recording(request):
             saved = await execute_async(
-                driver.r.record(request.record, request.journal.check), driver.do
+                journal.run.record(request.record, journal.check), driver.do
             )
-        if driver.io.cancelled:
+        if driver.cancelled:
             raise asyncio.CancelledError  # held back while the save finished
         return saved
-    return await store_io._asleep(request.seconds)
+    return await clock.asleep(request.seconds)
 
 
 async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
@@ -367,9 +407,9 @@ async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
 
 
 def _recorded(request: Record) -> Any:
-    driver = request.journal.driver
-    with _saving(request.journal), _recording(request):
-        return execute(driver.r.record(request.record, request.journal.check), driver.do)
+    journal = request.journal
+    with _saving(journal), _recording(request):
+        return execute(journal.run.record(request.record, journal.check), journal.driven.do)
 
 
 @contextlib.contextmanager

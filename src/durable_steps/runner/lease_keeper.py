@@ -31,9 +31,9 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
 from ..seam.state import forget_base, freeze, frozen_state, mark_stored, records
-from ..seam.store import Checkpoint, evolve
 from . import checkpoints as cps
 from .claim import cancelled
 from .requests import Load, Request, Save

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError
-from ..seam.store import Checkpoint
 from .claim import not_found
 from .requests import LoadHead, Request, SaveHead, Sleep
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..seam.store import Checkpoint
+from ..seam.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from ..seam.state import FrozenState

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ..seam.checkpoint import RunInfo
 from ..seam.errors import RunFailedError
+from ..seam.rules import check_run_id
 from ..seam.state import thaw
-from ..seam.store import AsyncStore, RunInfo, Store, check_run_id
+from ..seam.store import AsyncStore, Store
 from .claim import cancelled, not_found
+from .clock import now
 from .requests import Info, Load, Request, Sleep, execute
-from .store_io import execute_on, now, plain
+from .store_io import blocking_io, execute_on
 from .timers import seconds_of
 
 
@@ -27,7 +30,7 @@ def wait_for_result(
     store: Store, run_id: str, *, timeout: float | None = None, interval: float = 1.0
 ) -> dict[str, Any]:
     """The final state of run ``run_id`` once it completed (see the top)."""
-    return execute(_await(run_id, timeout, interval), plain(store))
+    return execute(_await(run_id, timeout, interval), blocking_io(store))
 
 
 async def wait_for_result_async(

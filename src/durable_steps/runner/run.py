@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, NoReturn
 
+from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     ConflictError,
     InvalidStateError,
@@ -39,8 +40,8 @@ from ..seam.errors import (
     Suspend,
 )
 from ..seam.lease import default_owner
+from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, freeze, frozen_state, records, thaw
-from ..seam.store import Checkpoint, check_name, check_run_id, evolve
 from . import checkpoints as cps
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal

@@ -29,14 +29,17 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
+from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, thaw
-from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
+from ..seam.store import AsyncStore, Store
 from .claim import cancelled
+from .clock import now
 from .outside import update_run
 from .requests import Request, execute
 from .step import current_step
-from .store_io import execute_on, now, plain
+from .store_io import blocking_io, execute_on
 from .timers import seconds_of
 
 _NO_DEFAULT: Any = object()
@@ -86,7 +89,7 @@ def send_signal(store: Store, run_id: str, name: str, payload: Any = None) -> Ch
     checkpoint as stored, read and written without its state (its ``state`` is not
     read: ``store.load`` gives it). ``RunNotFoundError`` if the run does not exist,
     ``ConflictError`` if that signal was delivered before."""
-    return execute(_deliver(run_id, name, payload), plain(store))
+    return execute(_deliver(run_id, name, payload), blocking_io(store))
 
 
 async def send_signal_async(

@@ -11,13 +11,14 @@ waits.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .retry import Retry
 
@@ -34,6 +35,29 @@ class Step:
     fn: StepFn
     retry: Retry | None = field(default=None, kw_only=True)
     """Retry this step in place when it raises (see ``Retry``); None: fail at once."""
+
+
+class TaskScopes(Protocol):
+    """What a step's context offers of the numbering of its durable operations by task
+    (``tasks.Scopes``): a scope's owner, the scope of a new task."""
+
+    def own(self, scope: str) -> None: ...
+
+    def adopt(self, scope: str) -> None: ...
+
+    def lend(self, scope: str, task: asyncio.Task[Any]) -> None: ...
+
+    def child(self, parent: StepContext) -> StepContext: ...
+
+
+class StepJournal(Protocol):
+    """What a step's context offers of its attempt's journal (``journal.Journal``): the
+    next durable operation of the caller's scope, and the scopes."""
+
+    @property
+    def scopes(self) -> TaskScopes: ...
+
+    def take(self, kind: str, name: str) -> tuple[dict[str, Any], Mapping[str, Any] | None]: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +79,7 @@ class StepContext:
     call: tuple[int, str] | None = None
     """Inside a call's function: its index and name in the step's journal (the index
     within the task that made it, ``call_scope``)."""
-    journal: Any = field(default=None, repr=False, compare=False)
+    journal: StepJournal | None = field(default=None, repr=False, compare=False)
     """The step attempt's ``journal.Journal`` (None outside a run)."""
     task: str = ""
     """The scope in which durable operations made here are numbered (``tasks``): ``""``

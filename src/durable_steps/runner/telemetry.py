@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..seam import metering
+from ..seam.checkpoint import Checkpoint
 from ..seam.errors import (
     InvalidStateError,
     LeaseLostError,
@@ -44,7 +45,7 @@ from ..seam.errors import (
     StopRequested,
     Suspend,
 )
-from ..seam.store import Checkpoint
+from ..seam.store import AsyncStore, Store
 
 log = logging.getLogger("durable_steps")
 
@@ -114,8 +115,8 @@ class Observer:
         self.span: Any = None
         self.step_span: Any = None
 
-    def bind(self, store: object) -> None:
-        self.store_kind = type(getattr(store, "sync", store)).__name__
+    def bind(self, store: Store | AsyncStore) -> None:
+        self.store_kind = store.kind
 
     def attributes(self, **extra: Any) -> dict[str, Any]:
         attrs = {"run_id": self.run_id, "workflow": self.workflow, "store": self.store_kind}

@@ -21,9 +21,9 @@ import math
 from datetime import datetime, timedelta
 
 from ..seam.errors import Suspend
+from .clock import now
 from .journal import _journal
 from .step import current_step
-from .store_io import now
 
 
 def sleep(seconds: float | timedelta) -> None:

@@ -21,15 +21,17 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError, StepMismatchError
+from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, frozen_state
-from ..seam.store import AsyncStore, Checkpoint, Store, check_name, check_run_id
+from ..seam.store import AsyncStore, Store
 from .claim import MAX_ATTEMPTS, cancelled
 from .drivers import _async_only, _sync_only, drive, drive_async
 from .requests import LoadHead, Request, Save, execute
 from .run import RunProgram
 from .step import Step
-from .store_io import execute_on, plain
+from .store_io import blocking_io, execute_on
 from .telemetry import log
 
 
@@ -81,7 +83,7 @@ class Workflow:
     def start(self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None) -> bool:
         """Create the run for the workers (see the top); True if this call created it."""
         _sync_only(store)
-        return execute(start_program(self.name, run_id, input), plain(store))
+        return execute(start_program(self.name, run_id, input), blocking_io(store))
 
     async def start_async(
         self, run_id: str, store: AsyncStore, *, input: Mapping[str, Any] | None = None

@@ -22,9 +22,10 @@ import json
 import time
 from typing import Any
 
-from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError
+from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
+from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
+from .rules import check_run_id
 from .state import check_json, is_checked, is_record
-from .store import STATUSES, Checkpoint, RunInfo, StateNotRead, check_run_id, corrupt_error
 
 SCHEMA = 4
 """The schema this version writes (see the top); 1 to 3 still load."""

@@ -189,6 +189,46 @@ class StoreError(DurableError):
     status_code: int | None
 
 
+# -- the errors every store raises alike -------------------------------------------
+
+
+def corrupt_error(run_id: str, where: str, why: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"checkpoint of run {run_id!r} at {where} is unreadable: {why}. It was not "
+        "treated as a fresh start (that would repeat every finished step); restore it "
+        "or delete the run to start over",
+        run_id=run_id,
+    )
+
+
+def why_lost(expected: str | None, missing: bool) -> str:
+    """Why a conditional save (made on ``expected``, None: a new run) lost."""
+    if expected is None:
+        return "it already has a checkpoint"
+    if missing:
+        return "its checkpoint was deleted meanwhile"
+    return "another writer saved it after you loaded it"
+
+
+def conflict(run_id: str, expected: str | None, missing: bool) -> ConflictError:
+    """The ConflictError of a conditional save that lost, saying why."""
+    return ConflictError(
+        f"run {run_id!r} was not saved: {why_lost(expected, missing)}. Nothing was "
+        "written; reload it and "
+        "retry, or run one worker per run id",
+        run_id=run_id,
+    )
+
+
+def delete_conflict(run_id: str) -> ConflictError:
+    """The ConflictError of a conditional delete whose run changed since it was listed."""
+    return ConflictError(
+        f"run {run_id!r} was not deleted: it changed since you read it (resumed or "
+        "saved by a worker). Nothing was deleted; list it again to decide",
+        run_id=run_id,
+    )
+
+
 # -- control flow, not errors; never leave the library -----------------------------------
 
 

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..seam.errors import ConfigurationError, DurableError, MissingExtraError, StoreError
-from ..seam.store import MAX_STATE_BYTES
+from ..seam.rules import MAX_STATE_BYTES
 from .file.store import FileStore, exists
 from .memory import AsyncMemoryStore, MemoryStore
 

@@ -5,33 +5,24 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+from ..seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ..seam.document import decode, dumps, head_document, info_of, to_document
-from ..seam.errors import CorruptCheckpointError
+from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
 from ..seam.metering import wrote
-from ..seam.store import (
-    Checkpoint,
-    RunInfo,
-    check_filters,
-    check_run_id,
-    check_size,
-    conflict,
-    delete_conflict,
-    evolve,
-    head_etag,
-    head_of,
-    matches,
-    state_limit,
-)
+from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
+from ..seam.store import Store, ThreadedStore
 
 
-class MemoryStore:
+class MemoryStore(Store):
     """In-process and thread-safe; gone with the process. Keeps the full contract
     (conditional saves, run-id rules, JSON-only state) so tests against it hold
     against the durable stores too."""
+
+    kind = "MemoryStore"
 
     def __init__(self, *, max_state_bytes: int | None = None) -> None:
         self.max_state_bytes = state_limit(max_state_bytes)
@@ -41,12 +32,6 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._runs)} runs>)"
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def load(self, run_id: str) -> Checkpoint | None:
         raw = self._runs.get(check_run_id(run_id))
@@ -101,20 +86,9 @@ class MemoryStore:
             self._etags.pop(run_id, None)
             return self._runs.pop(run_id, None) is not None
 
-    def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        updated_before: float | None = None,
-        due_before: float | None = None,
-        limit: int | None = None,
-    ) -> Iterator[RunInfo]:
-        check_filters(status, limit)
+    def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         infos = (_info(run_id, raw) for run_id, raw in sorted(self._runs.copy().items()))
-        return islice(
-            (i for i in infos if matches(i, status, workflow, updated_before, due_before)), limit
-        )
+        return islice((i for i in infos if filters.matches(i)), filters.limit)
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """The run as ``list_runs`` lists it; None when it has no checkpoint."""
@@ -142,39 +116,8 @@ def _info(run_id: str, raw: bytes) -> RunInfo:
         return RunInfo(run_id, -1, None, False, None, len(raw), None, str(exc))
 
 
-class AsyncMemoryStore:
+class AsyncMemoryStore(ThreadedStore[MemoryStore]):
     """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
 
     def __init__(self, *, max_state_bytes: int | None = None) -> None:
-        self.sync = MemoryStore(max_state_bytes=max_state_bytes)
-
-    async def load(self, run_id: str) -> Checkpoint | None:
-        return self.sync.load(run_id)
-
-    async def run_info(self, run_id: str) -> RunInfo | None:
-        return self.sync.run_info(run_id)
-
-    async def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        return self.sync.save(checkpoint)
-
-    async def load_head(self, run_id: str) -> Checkpoint | None:
-        return self.sync.load_head(run_id)
-
-    async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
-        return self.sync.save_head(checkpoint)
-
-    async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
-        return self.sync.delete(run_id, etag=etag)
-
-    async def list_runs(self, **filters: Any) -> AsyncIterator[RunInfo]:
-        for info in self.sync.list_runs(**filters):
-            yield info
-
-    async def close(self) -> None:
-        """Nothing to release; present so every store closes alike."""
-
-    async def __aenter__(self) -> AsyncMemoryStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        super().__init__(MemoryStore(max_state_bytes=max_state_bytes), threads=False)

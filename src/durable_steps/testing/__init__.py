@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 
@@ -199,7 +199,7 @@ class OpenStore:
     """A test's store and where it keeps its data (to look at it from the test)."""
 
     backend: str
-    store: Any
+    store: ds.Store | ds.AsyncStore
     path: Path | None = None  # file
     cosmos: CosmosEndpoint | None = None  # cosmos-local, cosmos-emulator
 
@@ -212,7 +212,9 @@ def open_store(
     A sync store is closed here; an async one is closed by whoever opened it."""
     if backend == "file":
         path = request.getfixturevalue("tmp_path") / ".durable"
-        store: Any = ds.AsyncFileStore(path) if is_async else ds.FileStore(path)
+        store: ds.Store | ds.AsyncStore = (
+            ds.AsyncFileStore(path) if is_async else ds.FileStore(path)
+        )
         yield OpenStore(backend, store, path=path)
     elif backend == "memory":
         yield OpenStore(backend, ds.AsyncMemoryStore() if is_async else ds.MemoryStore())
@@ -241,6 +243,7 @@ def _backend_of(request: pytest.FixtureRequest) -> str:
 def durable_store(request: pytest.FixtureRequest) -> Iterator[ds.Store]:
     """A fresh, empty store; the test runs once per backend of --durable-backends."""
     with open_store(request, _backend_of(request)) as opened:
+        assert isinstance(opened.store, ds.Store)
         yield opened.store
 
 
@@ -248,4 +251,5 @@ def durable_store(request: pytest.FixtureRequest) -> Iterator[ds.Store]:
 def async_durable_store(request: pytest.FixtureRequest) -> Iterator[ds.AsyncStore]:
     """A fresh, empty async store, not open yet: ``async with async_durable_store as s``."""
     with open_store(request, _backend_of(request), is_async=True) as opened:
+        assert isinstance(opened.store, ds.AsyncStore)
         yield opened.store

@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from ..runner.store_io import now
+from ..runner.clock import now
 from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
+from ..seam.store import Store
 from .recovery import Recovered, candidates, known_workflows, recover_one
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
@@ -79,7 +80,7 @@ def _many(value: object) -> bool:
 
 
 def serve(
-    store: Any,
+    store: Store,
     workflows: Iterable[Workflow],
     *,
     once: bool,
@@ -123,7 +124,7 @@ def serve(
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
-            for run_id, name in candidates(store.list_runs, known, owner, None):
+            for run_id, name in candidates(store.listing, known, owner, None):
                 if stop.is_set():
                     break
                 start(pool, run_id, name)
@@ -139,7 +140,7 @@ def serve(
                 busy = set(running.values()).__contains__
                 soon: list[float] = []
                 look = candidates(
-                    store.list_runs, known, owner, free, busy, wakes=soon, within=interval
+                    store.listing, known, owner, free, busy, wakes=soon, within=interval
                 )
                 for run_id, name in look:
                     start(pool, run_id, name)

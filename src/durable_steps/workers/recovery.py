@@ -20,14 +20,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ..runner.clock import now
 from ..runner.drivers import _async_only, _sync_only, drive, drive_async
-from ..runner.store_io import now
 from ..runner.workflow import Workflow
+from ..seam.checkpoint import RunInfo
 from ..seam.errors import ConflictError, RunCancelledError, RunWaiting, StopRequested
 from ..seam.lease import lease_holder
-from ..seam.store import AsyncStore, RunInfo, Store
+from ..seam.rules import RunFilter
+from ..seam.store import AsyncStore, Store
 
 Outcome = Literal["completed", "failed", "waiting", "leased", "cancelled"]
 
@@ -58,7 +60,7 @@ def recover(
     known = known_workflows(workflows)
     return [
         recover_one(store, known[name], run_id, lease=lease, owner=owner)
-        for run_id, name in candidates(store.list_runs, known, owner, limit)  # type: ignore[attr-defined]
+        for run_id, name in candidates(store.listing, known, owner, limit)
     ]
 
 
@@ -78,7 +80,7 @@ async def recover_async(
     t = now()
     for name in known:
         for filters in _listings(name, t):
-            async for info in store.list_runs(**filters):  # type: ignore[attr-defined]
+            async for info in store.listing(filters):
                 if pick.full():
                     return done
                 if not pick.takes(info):
@@ -93,12 +95,12 @@ async def recover_async(
     return done
 
 
-def _listings(workflow: str, due_before: float) -> tuple[dict[str, Any], ...]:
+def _listings(workflow: str, due_before: float) -> tuple[RunFilter, ...]:
     """The listings of a pass for one workflow: its running runs, its waiting ones due
     before ``due_before``."""
     return (
-        {"status": "running", "workflow": workflow},
-        {"status": "waiting", "workflow": workflow, "due_before": due_before},
+        RunFilter(status="running", workflow=workflow),
+        RunFilter(status="waiting", workflow=workflow, due_before=due_before),
     )
 
 
@@ -168,7 +170,7 @@ class _Picker:
 
 
 def candidates(
-    list_runs: Callable[..., Iterator[RunInfo]],
+    listing: Callable[[RunFilter], Iterator[RunInfo]],
     known: Mapping[str, Workflow],
     owner: str | None,
     limit: int | None,
@@ -185,8 +187,8 @@ def candidates(
     t = now()
     for name in known:
         for filters in _listings(name, t if wakes is None else t + within):
-            waiting = "due_before" in filters
-            for info in list_runs(**filters):
+            waiting = filters.due_before is not None
+            for info in listing(filters):
                 if wakes is not None and waiting and info.wake_at is not None and info.wake_at > t:
                     wakes.append(info.wake_at)
                 elif pick.full():

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps.seam.store import NOT_READ
+from durable_steps.seam.checkpoint import NOT_READ
 
 from ...conftest import Cosmos, SyncFacade
 from ...helpers.proxy import Proxy

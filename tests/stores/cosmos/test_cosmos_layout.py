@@ -273,16 +273,16 @@ def test_delete_removes_the_head_and_its_segments(cosmos: Cosmos, run_id: str) -
 
 def test_prune_sweeps_segments_whose_head_is_gone(cosmos: Cosmos, run_id: str) -> None:
     """Segments of a run whose head is gone (a delete that crashed between head and
-    segments, an expired head) are removed by prune_segments -- and by `durable-steps
+    segments, an expired head) are removed by prune_orphans -- and by `durable-steps
     runs prune`, which says how many; a live run's segments stay."""
     with cosmos.store() as store:
         segmented(store, f"{run_id}-gone")
         live = segmented(store, f"{run_id}-live")
         cosmos.raw_container().delete_item(f"{run_id}-gone", partition_key=f"{run_id}-gone")
-        assert store.prune_segments(older_than=3600) == 0  # recent: may be a save under way
+        assert store.prune_orphans(older_than=3600) == 0  # recent: may be a save under way
         pruned = Cli(cosmos.env()).json("runs", "prune", "--older-than", "1d", "--yes")
         assert pruned["orphaned_segments"] == 0 and len(items_of(cosmos, f"{run_id}-gone")) == 4
-        assert store.prune_segments(older_than=-60) == 4
+        assert store.prune_orphans(older_than=-60) == 4
         assert items_of(cosmos, f"{run_id}-gone") == []
         assert len(items_of(cosmos, f"{run_id}-live")) == 5
         loaded = store.load(f"{run_id}-live")

@@ -111,8 +111,8 @@ def test_prune_removes_old_orphans_that_no_head_reaches(
     stray = [s for s in segs if s["gen"] != head["gen"] or "loser" in str(s.get("change"))]
     assert len(stray) == 2 and any(s["fold"] > head["fold"] for s in stray), stray
     with direct.store() as sweeper:
-        assert sweeper.prune_segments() == 0  # younger than an hour: may be a save's
-        assert sweeper.prune_segments(older_than=-60) == 2
+        assert sweeper.prune_orphans() == 0  # younger than an hour: may be a save's
+        assert sweeper.prune_orphans(older_than=-60) == 2
         after = {s["id"] for s in split(direct, run_id)[1]}
         assert after == {s["id"] for s in segs} - {s["id"] for s in stray}
         loaded = sweeper.load(run_id)

@@ -323,10 +323,11 @@ def test_list_runs_is_a_generator_and_stops_at_the_limit(
 
 
 def test_async_listing_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """AsyncFileStore.list_runs pulls the sync listing in chunks through worker threads."""
+    """AsyncFileStore.list_runs pulls the sync listing in chunks through worker threads
+    (``seam.store.ThreadedStore``)."""
     import asyncio
 
-    from durable_steps.stores.file import async_store
+    from durable_steps.seam import store as seam_store
 
     sync = ds.FileStore(tmp_path)
     for i in range(250):
@@ -338,7 +339,7 @@ def test_async_listing_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.Mon
         calls.append(1)
         return await real(fn, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(async_store.asyncio, "to_thread", to_thread)
+    monkeypatch.setattr(seam_store.asyncio, "to_thread", to_thread)
 
     async def first_ten() -> list[str]:
         out = []

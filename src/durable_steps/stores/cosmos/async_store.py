@@ -8,10 +8,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ...seam.store import Checkpoint, RunInfo
+from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.rules import RunFilter
+from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
 from .heads import HeadPrograms
-from .listing import Listing, listing
+from .listing import Listing, query_for
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
 from .sdk import (
@@ -24,13 +26,15 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HeadPrograms, Removals):
+class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
     so that the client and the credential are closed. Nothing is sent until the
     first call, which resolves the container (and its layout) once.
     """
+
+    kind = "CosmosStore"
 
     def __init__(
         self,
@@ -143,33 +147,25 @@ class AsyncCosmosStore(HeadPrograms, Removals):
         return await self._do(self._save(checkpoint))
 
     async def load_head(self, run_id: str) -> Checkpoint | None:
-        """The run's checkpoint but its data: one point read of its head (``HeadStore``)."""
+        """The run's checkpoint but its data: one point read of its head ."""
         return await self._do(self._load_head(run_id))
 
     async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
         """Every field but the data, on top of the stored version: a write of the head
-        alone (``HeadStore``)."""
+        alone ."""
         return await self._do(self._save_head(checkpoint))
 
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         """As ``CosmosStore.delete``."""
         return await self._do(self._delete(run_id, etag))
 
-    async def prune_segments(self, older_than: float = ORPHAN_AGE) -> int:
-        """As ``CosmosStore.prune_segments``."""
+    async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
+        """As ``CosmosStore.prune_orphans``."""
         return await self._do(self._sweep(older_than))
 
-    def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        updated_before: float | None = None,
-        due_before: float | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[RunInfo]:
+    def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
         """As ``CosmosStore.list_runs``: ``async for info in store.list_runs(...)``."""
-        return self._list(listing(status, workflow, updated_before, limit, due_before))
+        return self._list(query_for(filters))
 
     async def run_info(self, run_id: str) -> RunInfo | None:
         """As ``CosmosStore.run_info``."""

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...seam.checkpoint import Checkpoint, head_of
 from ...seam.document import from_document, head_document
-from ...seam.store import Checkpoint, check_run_id, corrupt_error, head_etag, head_of
+from ...seam.errors import corrupt_error
+from ...seam.rules import check_run_id, head_etag
 from . import segments as sg
 from .items import Known, as_stored
 from .plan import SavePlan, plan_head

@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...seam.checkpoint import Checkpoint
 from ...seam.delta import Sizes
 from ...seam.errors import StateTooLargeError
 from ...seam.state import MAX_SAFE_INT
-from ...seam.store import Checkpoint
 from .segments import MAX_BODY, MAX_ITEM_BYTES, SYSTEM_RESERVE, Chain, Measure
 
 __all__ = ["MAX_ITEM_BYTES", "SYSTEM_RESERVE", "Items", "Known", "Write", "as_stored"]

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ...seam.checkpoint import STATUSES, RunInfo
 from ...seam.document import SCHEMA
-from ...seam.store import STATUSES, RunInfo, check_filters
+from ...seam.rules import RunFilter
 
 PAGE = 1000
 """Listing rows per page: a projected row is a few hundred bytes."""
@@ -58,14 +59,10 @@ _PROJECTION = (
 )
 
 
-def listing(
-    status: str | None,
-    workflow: str | None,
-    updated_before: float | None,
-    limit: int | None,
-    due_before: float | None = None,
-) -> Listing:
-    check_filters(status, limit)
+def query_for(filters: RunFilter) -> Listing:
+    """The projected query of heads that lists the runs ``filters`` asks for."""
+    status, workflow, limit = filters.status, filters.workflow, filters.limit
+    due_before, updated_before = filters.due_before, filters.updated_before
     where: list[str] = ["NOT IS_DEFINED(c.seg)"]  # heads only: segments are not runs
     parameters: list[dict[str, Any]] = []
     if status is not None:

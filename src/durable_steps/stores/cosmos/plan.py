@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...seam import delta
+from ...seam.checkpoint import Checkpoint
 from ...seam.document import to_document
+from ...seam.rules import check_size
 from ...seam.state import delta_since
-from ...seam.store import Checkpoint, check_size
 from . import segments as sg
 from .items import Items, Known, Write
 

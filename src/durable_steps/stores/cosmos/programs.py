@@ -20,15 +20,11 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ...seam import store as seam_store
+from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.document import from_document
-from ...seam.errors import ConfigurationError, CorruptCheckpointError
-from ...seam.store import (
-    Checkpoint,
-    RunInfo,
-    check_run_id,
-    corrupt_error,
-    state_limit,
-)
+from ...seam.errors import ConfigurationError, CorruptCheckpointError, corrupt_error
+from ...seam.rules import check_run_id, state_limit
 from . import segments as sg
 from .items import Items, as_stored
 from .listing import row_of, run_info
@@ -51,7 +47,7 @@ PATCH_REFUSED = frozenset({400, 405, 501})
 answer 400 "Invalid path or method"): the store replaces from then on."""
 QUERY = "query_items"
 """The drivers give a query's items, every page of them, as one list."""
-ORPHAN_AGE = 3600.0
+ORPHAN_AGE = seam_store.ORPHAN_AGE
 """``prune`` sweeps the segments that their head does not reach once they are this old
 (seconds, by the service's ``_ts``): far longer than a save may take (``SAVE_LIMIT``)."""
 

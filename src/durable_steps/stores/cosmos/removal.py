@@ -17,14 +17,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...seam.store import check_run_id, delete_conflict
+from ...seam.errors import delete_conflict
+from ...seam.rules import check_run_id
 from . import segments as sg
 from .programs import OPEN, QUERY, CosmosPrograms, Program, SdkCall, log
 from .sdk import AzureError, MatchConditions, missing_item, status_of, translate
 
 
 class Removals(CosmosPrograms):
-    """``delete`` and ``prune_segments`` as programs."""
+    """``delete`` and ``prune_orphans`` as programs."""
 
     def _delete(self, run_id: str, etag: str | None) -> Program[bool]:
         check_run_id(run_id)

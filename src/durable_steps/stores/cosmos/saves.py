@@ -33,9 +33,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ...seam.checkpoint import Checkpoint
 from ...seam.errors import ConflictError
 from ...seam.metering import wrote
-from ...seam.store import Checkpoint
 from . import segments as sg
 from .items import Write
 from .plan import SavePlan, plan, prepare

@@ -23,9 +23,9 @@ from ...seam.errors import (
     DurableError,
     MissingExtraError,
     StoreError,
+    why_lost,
 )
-from ...seam.store import conflict as nothing_written
-from ...seam.store import why_lost
+from ...seam.errors import conflict as nothing_written
 
 INSTALL = "pip install 'durable-steps[cosmos]'"
 try:

@@ -90,7 +90,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...seam import delta
-from ...seam.store import corrupt_error
+from ...seam.errors import corrupt_error
 
 INLINE_MAX = 4 * 1024
 """Data (state and journal, JSON) up to this stays in the head: one request per save.

@@ -25,13 +25,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.errors import DurableError
-from ...seam.store import Checkpoint, RunInfo
+from ...seam.rules import RunFilter
+from ...seam.store import Store
 from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
 from .heads import HeadPrograms
 from .items import MAX_ITEM_BYTES
-from .listing import Listing, listing
+from .listing import Listing, query_for
 from .programs import (
     LEGACY_PARTITION_KEY,
     OPEN,
@@ -63,7 +65,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HeadPrograms, Removals):
+class CosmosStore(HeadPrograms, Removals, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -75,6 +77,8 @@ class CosmosStore(HeadPrograms, Removals):
     on in the container (infra/ does that). ``max_state_bytes``: the state size limit
     (default ``MAX_STATE_BYTES``). Extra keyword arguments go to ``CosmosClient``.
     """
+
+    kind = "CosmosStore"
 
     def __init__(
         self,
@@ -127,12 +131,6 @@ class CosmosStore(HeadPrograms, Removals):
     def __repr__(self) -> str:
         return f"CosmosStore({self._where!r})"
 
-    def __enter__(self) -> CosmosStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _do(self, program: Program[T]) -> T:
         value: Any = None
         error: AzureError | None = None
@@ -170,12 +168,12 @@ class CosmosStore(HeadPrograms, Removals):
         return self._do(self._save(checkpoint))
 
     def load_head(self, run_id: str) -> Checkpoint | None:
-        """The run's checkpoint but its data: one point read of its head (``HeadStore``)."""
+        """The run's checkpoint but its data: one point read of its head ."""
         return self._do(self._load_head(run_id))
 
     def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
         """Every field but the data, on top of the stored version: a write of the head
-        alone (``HeadStore``)."""
+        alone ."""
         return self._do(self._save_head(checkpoint))
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
@@ -183,23 +181,15 @@ class CosmosStore(HeadPrograms, Removals):
         ``etag``, only if it is unchanged (If-Match), else ``ConflictError``."""
         return self._do(self._delete(run_id, etag))
 
-    def prune_segments(self, older_than: float = ORPHAN_AGE) -> int:
+    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """Delete the segments, older than ``older_than`` seconds, that no run needs
         (their head is gone: a crashed delete, an expired run); how many."""
         return self._do(self._sweep(older_than))
 
-    def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        updated_before: float | None = None,
-        due_before: float | None = None,
-        limit: int | None = None,
-    ) -> Iterator[RunInfo]:
+    def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         """The runs matching the filters, in no particular order, streamed page by page
         from one projected query of heads (no state is read or sent)."""
-        return self._list(listing(status, workflow, updated_before, limit, due_before))
+        return self._list(query_for(filters))
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, from its head; None when it has none."""

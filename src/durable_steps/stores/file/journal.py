@@ -89,9 +89,8 @@ from typing import Any, NamedTuple
 
 from ...seam import delta
 from ...seam.document import dumps, loads
-from ...seam.errors import StateTooLargeError
+from ...seam.errors import StateTooLargeError, corrupt_error
 from ...seam.state import Delta
-from ...seam.store import corrupt_error
 
 RS = b"\x1e"
 HEAD = 24

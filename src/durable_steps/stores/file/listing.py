@@ -33,9 +33,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NamedTuple
 
+from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.document import from_document, info_of, info_of_meta, loads
-from ...seam.errors import DurableError
-from ...seam.store import Checkpoint, RunInfo, corrupt_error, matches
+from ...seam.errors import DurableError, corrupt_error
+from ...seam.rules import RunFilter
 from . import fileio, journal, journal_tail, platform
 from .fileio import os_error, read_file
 from .platform import BINARY
@@ -61,17 +62,8 @@ class RunsDir(NamedTuple):
     another writer holds it."""
 
 
-def run_infos(
-    d: RunsDir,
-    entries: list[os.DirEntry[str]],
-    *,
-    status: str | None,
-    workflow: str | None,
-    updated_before: float | None,
-    due_before: float | None,
-    limit: int | None,
-) -> Iterator[RunInfo]:
-    left = limit
+def run_infos(d: RunsDir, entries: list[os.DirEntry[str]], filters: RunFilter) -> Iterator[RunInfo]:
+    left = filters.limit
     for entry in entries:
         if left == 0:
             return
@@ -84,7 +76,7 @@ def run_infos(
             if not entry.is_file(follow_symlinks=False):
                 continue
         info = entry_of(d, Path(entry.path))
-        if info is not None and matches(info, status, workflow, updated_before, due_before):
+        if info is not None and filters.matches(info):
             yield info
             left = None if left is None else left - 1
 

@@ -19,7 +19,7 @@ the run has no journal yet or when the journal has outgrown ``compact_at``. It
 touches its run's file and one lock file, whatever the number of runs. The
 temporary file has one name per run file, used only under that run's lock, so a
 crashed save's leftover is replaced by the run's next new file or removed by a
-listing.
+runs_listing.
 
 The store remembers, per run, what it last read or wrote (``writer.Known``: etag,
 file length, first record's length, step names, signals): a save on top of that
@@ -40,23 +40,15 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ...seam.document import from_document, head_document, to_document
-from ...seam.errors import CorruptCheckpointError, StoreError
+from ...seam.errors import CorruptCheckpointError, StoreError, conflict, delete_conflict
 from ...seam.etags import new_etag
 from ...seam.metering import wrote
-from ...seam.store import (
-    Checkpoint,
-    RunInfo,
-    check_filters,
-    check_run_id,
-    conflict,
-    delete_conflict,
-    evolve,
-    head_etag,
-    head_of,
-    state_limit,
-)
-from . import listing, platform
+from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
+from ...seam.store import Store
+from . import listing as runs_listing
+from . import platform
 from .fileio import (
     GONE,
     INTACT,
@@ -80,9 +72,11 @@ def exists(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / "runs").is_dir()
 
 
-class FileStore:
+class FileStore(Store):
     """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
     state size limit (default ``MAX_STATE_BYTES``)."""
+
+    kind = "FileStore"
 
     def __init__(
         self,
@@ -191,7 +185,7 @@ class FileStore:
         target = self.file_for(run_id)
         with self._io("delete", run_id, target, " Nothing was deleted."):
             if not os.path.lexists(target):
-                listed = listing.unreadable_file(self._dir(), run_id)
+                listed = runs_listing.unreadable_file(self._dir(), run_id)
                 if listed is None:
                     return False
                 target = listed
@@ -218,48 +212,31 @@ class FileStore:
         self._writer.forget(run_id)
         return True
 
-    def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        updated_before: float | None = None,
-        due_before: float | None = None,
-        limit: int | None = None,
-    ) -> Iterator[RunInfo]:
+    def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         """The runs, read one file at a time: of each, the last record's fields (never
         its state). A file it cannot read is an entry with ``error`` set, named by its
         file name (which ``load`` and ``delete`` accept). Removes stale temp files."""
-        check_filters(status, limit)
         with self._io("list the runs in", None, self._runs, ""):
             entries = sorted(os.scandir(self._runs), key=lambda e: e.name)
-        return listing.run_infos(
-            self._dir(),
-            entries,
-            status=status,
-            workflow=workflow,
-            updated_before=updated_before,
-            due_before=due_before,
-            limit=limit,
-        )
+        return runs_listing.run_infos(self._dir(), entries, filters)
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it (its last record's fields, never its state);
         None when it has no checkpoint. An unreadable one: ``CorruptCheckpointError``."""
         target = self.file_for(run_id)
-        info = listing.entry_of(self._dir(), target)
+        info = runs_listing.entry_of(self._dir(), target)
         if info is not None and info.error is not None:
             raise CorruptCheckpointError(info.error, run_id=run_id)
         return info
 
     def _load_listed(self, name: str) -> Checkpoint | None:
         with self._io("load", name, self._runs / name, ""):
-            path = listing.unreadable_file(self._dir(), name)
+            path = runs_listing.unreadable_file(self._dir(), name)
         if path is None:
             return None
         with self._io("load", name, path, ""):
             data = read_file(path) or b""
-        listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable, naming it
+        runs_listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable
         return None
 
     # -- the rest -----------------------------------------------------------------------
@@ -269,16 +246,10 @@ class FileStore:
         them again when needed)."""
         self._open_files.close()
 
-    def __enter__(self) -> FileStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _dir(self) -> listing.RunsDir:
+    def _dir(self) -> runs_listing.RunsDir:
         """What the listing needs of this store (made per call: kept, it would make the
         store part of a reference cycle, and only a garbage collection would close it)."""
-        return listing.RunsDir(self.path, self._runs, self.file_for, self._try_lock)
+        return runs_listing.RunsDir(self.path, self._runs, self.file_for, self._try_lock)
 
     def _try_lock(self, file: Path) -> AbstractContextManager[Stripe | None]:
         return self._lock(file, wait=False)
@@ -286,7 +257,7 @@ class FileStore:
     def _lock(self, file: Path, *, wait: bool = True) -> AbstractContextManager[Stripe | None]:
         """The run file's stripe lock, held across threads and processes; yields None
         only when ``wait`` is False and another writer holds it."""
-        match = listing.STRIPE.search(file.name)
+        match = runs_listing.STRIPE.search(file.name)
         return self._open_files.hold(int(match[1], 16) % _STRIPES if match else 0, wait=wait)
 
     @contextlib.contextmanager

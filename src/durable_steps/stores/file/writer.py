@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ...seam.checkpoint import Checkpoint
 from ...seam.document import dumps, from_document
+from ...seam.errors import conflict
+from ...seam.rules import check_size
 from ...seam.state import delta_since, is_checked
-from ...seam.store import Checkpoint, check_size, conflict
 from . import fileio, journal, journal_tail, platform
 from .fileio import UNSURE, atomic_write, os_error
 from .open_files import RunFile, Stripe

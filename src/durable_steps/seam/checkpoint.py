@@ -1,0 +1,147 @@
+"""What a run is, as every store keeps it: ``Checkpoint`` (one run's progress),
+``RunInfo`` (a run as a listing shows it: never its state), the statuses, and the
+stand-in state of a checkpoint read without its data (``load_head``). The stored form
+of a checkpoint is ``document``'s; the rules a store applies before any I/O are
+``rules``'."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, NoReturn
+
+STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
+ENDED = ("completed", "cancelled")
+"""Statuses after which nothing more runs (retention deletes these)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One run's progress: ``step`` is the index of the last completed step (-1: none yet)."""
+
+    run_id: str
+    step: int
+    state: dict[str, Any]
+    etag: str | None = None
+    steps: tuple[str, ...] = ()
+    """Names of the completed steps, in order; a resume checks them against its step list."""
+    done: bool = False
+    """True once the run completed: the same as ``status == "completed"``."""
+    attempt: int = 1
+    """How many times the next step (index ``step + 1``) has been started."""
+    updated_at: float | None = None
+    """Seconds since the epoch of the last save. A store stamps the current time when
+    this is None (the runner always passes None); a given time is kept, so that a
+    migration between stores keeps each run's age."""
+    status: str | None = None
+    """``running``, ``waiting`` (for ``waiting_for`` or until ``wake_at``), ``failed``,
+    ``completed`` or ``cancelled``.
+    None: derived from ``done``. When given, it wins and ``done`` follows it."""
+    workflow: str | None = None
+    """The name of the ``Workflow`` that started the run (None: a plain ``run``)."""
+    owner: str | None = None
+    """Who holds the run's lease until ``lease_expires`` (None: nobody)."""
+    lease_expires: float | None = None
+    signals: Mapping[str, Any] = field(default_factory=dict)
+    """Signals delivered to the run: name -> payload. Kept for the run's life."""
+    waiting_for: str | None = None
+    """The signal a ``waiting`` run waits for."""
+    error: Mapping[str, Any] | None = None
+    """The last failure of the next step: {"type", "message", "step", "attempt", "at"}."""
+    first_attempt: int = 1
+    """The attempt at which the next step's current round of retries began; a
+    ``Retry(attempts=n)`` is used up when ``attempt - first_attempt + 1 == n``."""
+    trace: str | None = None
+    """The W3C traceparent of the run's first attempt, so later attempts link to it."""
+    calls: tuple[Mapping[str, Any], ...] = ()
+    """The journal of the running step (the next one, index ``step + 1``): one record
+    per call, sleep or wait it made, by its index ``i`` (see ``runner.journal``). Kept
+    while the step is unfinished; dropped when it completes."""
+    wake_at: float | None = None
+    """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
+    cancel_reason: str | None = None
+    """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
+
+    def __post_init__(self) -> None:
+        status = self.status or ("completed" if self.done else "running")
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "done", status == "completed")
+
+
+_FIELDS = frozenset(f.name for f in fields(Checkpoint))
+
+
+class StateNotRead(dict[str, Any]):
+    """The ``state`` of a checkpoint read without it (``load_head``): a stand-in that
+    refuses to be read, so that code expecting the run's state learns at once that it
+    was not read, instead of finding an empty one. ``save`` refuses such a checkpoint
+    (it would replace the state); ``save_head`` is what saves it."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "this checkpoint was read without its state (load_head: what send_signal, "
+            "cancel_run and Workflow.start read); load the run (store.load) to read its state"
+        )
+
+    __getitem__ = __iter__ = __len__ = __contains__ = get = keys = values = items = _refuse
+    __setitem__ = __delitem__ = pop = popitem = clear = update = setdefault = _refuse
+    __ior__ = __or__ = copy = _refuse
+
+    def __repr__(self) -> str:
+        return "<state not read>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StateNotRead, ())
+
+
+NOT_READ = StateNotRead()
+"""The state of every checkpoint that ``load_head`` and ``save_head`` return."""
+
+
+def evolve(cp: Checkpoint, **changes: Any) -> Checkpoint:
+    """``dataclasses.replace(cp, **changes)``, as fast as a copy: the runner makes a
+    few checkpoints per step, and ``replace`` re-runs ``__init__`` field by field. The
+    result is the same: ``__post_init__``'s rule for ``status`` and ``done`` is applied
+    when either changes, the other fields are taken as given."""
+    if not changes.keys() <= _FIELDS:
+        raise TypeError(f"Checkpoint has no field {sorted(changes.keys() - _FIELDS)}")
+    new = object.__new__(Checkpoint)
+    values = new.__dict__
+    values.update(cp.__dict__)
+    values.update(changes)
+    if "status" in changes or "done" in changes:
+        new.__post_init__()
+    return new
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as a store lists it (for operators and recovery): never its state."""
+
+    run_id: str
+    step: int
+    step_name: str | None
+    done: bool
+    updated_at: float | None
+    size: int
+    etag: str | None
+    error: str | None = field(default=None)
+    """Set when the stored checkpoint cannot be read; the other fields are then best effort."""
+    status: str | None = None
+    """As in Checkpoint; None for an unreadable checkpoint."""
+    workflow: str | None = None
+    lease_expires: float | None = None
+    owner: str | None = None
+    waiting_for: str | None = None
+    attempt: int = 1
+    wake_at: float | None = None
+    """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
+
+
+def head_of(cp: Checkpoint) -> Checkpoint:
+    """``cp`` as ``load_head`` gives it: its data not read."""
+    return evolve(cp, state=NOT_READ, calls=())
