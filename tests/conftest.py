@@ -24,6 +24,7 @@ behind a counting proxy).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import threading
@@ -40,7 +41,7 @@ import durable_steps as ds
 from durable_steps.runner import clock as runner_clock
 from durable_steps.seam.rules import RunFilter
 from durable_steps.seam.store import ORPHAN_AGE
-from durable_steps.testing import CosmosEndpoint, open_store, selected_backends
+from durable_steps.testing import CosmosEndpoint, known_backends, open_store, selected_backends
 from durable_steps.testing import _parametrized as parametrized
 
 if os.environ.get("PYTHONPATH"):
@@ -64,9 +65,13 @@ Cosmos = CosmosEndpoint
 COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
 if os.environ.get("COSMOS_ENDPOINT"):
     COSMOS_BACKENDS.append("cosmos-live")
-BACKENDS = ["file", "memory", *COSMOS_BACKENDS]
-BACKENDS += [f"{b}-async" for b in BACKENDS]
-"""Every backend there can be; a run uses those of --durable-backends (and cosmos-live)."""
+
+
+def every_backend() -> list[str]:
+    """Every backend there can be -- this package's, cosmos-live, and any another package
+    registered -- and the async store of each; a run uses those of --durable-backends."""
+    names = [*known_backends(), *COSMOS_BACKENDS[2:]]
+    return [*names, *(f"{b}-async" for b in names)]
 
 
 def _selected(config: pytest.Config, names: list[str]) -> list[str]:
@@ -75,7 +80,7 @@ def _selected(config: pytest.Config, names: list[str]) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for name, names in (("backend", BACKENDS), ("cosmos", COSMOS_BACKENDS)):
+    for name, names in (("backend", every_backend()), ("cosmos", COSMOS_BACKENDS)):
         if name in metafunc.fixturenames and not parametrized(metafunc, name):
             metafunc.parametrize(name, _selected(metafunc.config, names), indirect=True)
 
@@ -224,6 +229,8 @@ def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> 
             writer = _raw_file_writer(opened.path)
         elif opened.cosmos is not None:
             writer = _raw_cosmos_writer(opened.cosmos)
+        elif opened.write_raw is not None:  # a backend another package registered
+            writer = functools.partial(opened.write_raw, opened.store)
         else:
             writer = _raw_memory_writer(opened.store.sync if is_async else opened.store)
         facade = SyncFacade(opened.store, loop) if is_async else opened.store

@@ -39,7 +39,7 @@ from .seam.errors import (
     TooManyAttemptsError,
 )
 from .seam.store import AsyncStore, Store
-from .stores.config import async_store_from_env, store_from_env
+from .stores.config import async_store_for, async_store_from_env, store_for, store_from_env
 from .stores.file.async_store import AsyncFileStore
 from .stores.file.store import FileStore
 from .stores.memory import AsyncMemoryStore, MemoryStore
@@ -91,6 +91,7 @@ __all__ = [
     "TooManyAttemptsError",
     "Workflow",
     "__version__",
+    "async_store_for",
     "async_store_from_env",
     "call",
     "call_async",
@@ -106,6 +107,7 @@ __all__ = [
     "send_signal_async",
     "sleep",
     "sleep_until",
+    "store_for",
     "store_from_env",
     "track_tasks",
     "wait_for_result",

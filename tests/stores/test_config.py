@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import durable_steps as ds
-from durable_steps.stores.config import _settings, describe
+from durable_steps.stores.config import cosmos_settings, describe
 
 
 def test_default_is_a_file_store_in_dot_durable(
@@ -154,7 +154,9 @@ def test_a_configuration_error_never_repeats_a_key(env: dict[str, str]) -> None:
 def test_a_key_is_passed_without_surrounding_whitespace() -> None:
     """A key read from a mounted secret often ends in a newline; it is stripped, and a
     blank key means Entra ID."""
-    assert _settings({**COSMOS, "COSMOS_KEY": f" {KEY}\n"})["key"] == KEY
+    endpoint = COSMOS["COSMOS_ENDPOINT"]
+    env = {**COSMOS, "COSMOS_KEY": f" {KEY}\n"}
+    assert cosmos_settings(env, endpoint, "d", "c", True)["key"] == KEY
     assert describe({**COSMOS, "COSMOS_KEY": " \n"})["auth"].startswith("Entra ID")
 
 
@@ -257,6 +259,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "TooManyAttemptsError",
             "Workflow",
             "__version__",
+            "async_store_for",
             "async_store_from_env",
             "call",
             "call_async",
@@ -272,6 +275,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "send_signal_async",
             "sleep",
             "sleep_until",
+            "store_for",
             "store_from_env",
             "track_tasks",
             "wait_for_signal",
@@ -333,14 +337,17 @@ def test_the_state_limit_reaches_every_store_and_doctor_shows_it(tmp_path: Path)
     assert describe({})["max_state_bytes"] == 64 * 1024 * 1024
 
 
-def test_a_cosmos_container_is_named_on_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cosmos_container_is_named_on_the_command_line() -> None:
     """store_for("cosmos:NAME") is the configured Cosmos DB account and database with
     another container (what migrate --to cosmos:NEW uses)."""
-    from durable_steps.stores import config
+    from durable_steps.stores import config, registry
 
-    seen: list[dict[str, str]] = []
-    monkeypatch.setattr(config, "store_from_env", lambda env, **_: seen.append(dict(env)))
-    config.store_for("cosmos:checkpoints2", {"DURABLE_STORE": "file", "COSMOS_ENDPOINT": "x"})
-    assert seen[0]["DURABLE_STORE"] == "cosmos" and seen[0]["COSMOS_CONTAINER"] == "checkpoints2"
+    env = {"DURABLE_STORE": "file", "COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/"}
+    url = config.url_for("cosmos:checkpoints2", env)
+    assert registry.cosmos_location(url) == (
+        "https://acct.documents.azure.com:443/",
+        "durable",
+        "checkpoints2",
+    )
     with pytest.raises(ds.ConfigurationError, match="cosmos:CONTAINER"):
         config.store_for("cosmos:")

@@ -29,7 +29,7 @@ is used, so the plugin costs nothing in test runs that do not use it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ import pytest
 import durable_steps as ds
 
 from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
+from ..stores import registry
 from ._emulator import IMAGE, EmulatorError, no_docker_engine, start_emulator, wait_ready
 from ._emulator import image as emulator_image
 from ._emulator import timeout as emulator_timeout
@@ -51,11 +52,14 @@ __all__ = [
     "IMAGE",
     "CosmosEndpoint",
     "OpenStore",
+    "known_backends",
     "open_store",
     "selected_backends",
 ]
 
 BACKENDS = ("file", "memory", "cosmos-local", "cosmos-emulator")
+"""The backends of this package; a backend registered by another package (the entry
+point group ``durable_steps.stores``, with a ``fresh``) is one more, by its scheme."""
 DEFAULT_BACKENDS = "file,memory"
 STORE_FIXTURES = ("durable_store", "async_durable_store")
 
@@ -77,15 +81,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("durable_backends", "default for --durable-backends", default=DEFAULT_BACKENDS)
 
 
+def known_backends() -> tuple[str, ...]:
+    """This package's backends, then those other packages registered."""
+    others = (n for n in registry.names() if n not in registry.BUILT_IN)
+    return (*BACKENDS, *others)
+
+
 def selected_backends(config: pytest.Config) -> tuple[str, ...]:
     """The backends this test run uses, in the order given."""
     raw = config.getoption("--durable-backends") or config.getini("durable_backends")
     names = tuple(dict.fromkeys(n.strip() for n in str(raw).split(",") if n.strip()))
-    unknown = [n for n in names if n not in BACKENDS]
+    known = known_backends()
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise pytest.UsageError(
             f"--durable-backends={raw!r}: {', '.join(map(repr, unknown)) or 'nothing'} is not "
-            f"a backend; choose from {','.join(BACKENDS)}"
+            f"a backend; choose from {','.join(known)}"
         )
     return names
 
@@ -202,6 +213,8 @@ class OpenStore:
     store: ds.Store | ds.AsyncStore
     path: Path | None = None  # file
     cosmos: CosmosEndpoint | None = None  # cosmos-local, cosmos-emulator
+    write_raw: Callable[[ds.Store | ds.AsyncStore, str, object], None] | None = None
+    """A registered backend's: stores a checkpoint as it is, for tests of damaged ones."""
 
 
 @contextmanager
@@ -218,7 +231,10 @@ def open_store(
         yield OpenStore(backend, store, path=path)
     elif backend == "memory":
         yield OpenStore(backend, ds.AsyncMemoryStore() if is_async else ds.MemoryStore())
-    elif backend in BACKENDS:
+    elif backend not in BACKENDS:
+        with _registered(request, backend, is_async) as opened:
+            yield opened
+    else:
         base: CosmosEndpoint = request.getfixturevalue(backend.replace("-", "_"))
         cosmos = base.fresh()
         try:
@@ -230,8 +246,29 @@ def open_store(
                     store.close()
         finally:
             cosmos.drop()
-    else:
-        raise ValueError(f"{backend!r} is not a backend; choose from {', '.join(BACKENDS)}")
+
+
+@contextmanager
+def _registered(request: pytest.FixtureRequest, name: str, is_async: bool) -> Iterator[OpenStore]:
+    """A store of a backend another package registered, made new by its ``fresh``."""
+    if name not in registry.names():
+        raise ValueError(f"{name!r} is not a backend; choose from {', '.join(known_backends())}")
+    backend = registry.backend_for(f"{name}:")
+    if backend.fresh is None:
+        raise pytest.UsageError(
+            f"the store backend {name!r} has no fresh(directory) -> URL, so it cannot make an "
+            "empty store per test; give its Backend one"
+        )
+    url = backend.fresh(request.getfixturevalue("tmp_path"))
+    opening = registry.Opening(url, dict(os.environ))
+    store: ds.Store | ds.AsyncStore = (
+        backend.open_async(opening) if is_async else backend.open(opening)
+    )
+    try:
+        yield OpenStore(name, store, write_raw=backend.write_raw)
+    finally:
+        if isinstance(store, ds.Store):
+            store.close()
 
 
 def _backend_of(request: pytest.FixtureRequest) -> str:
