@@ -293,6 +293,17 @@ def kept(calls: Any) -> Counter[str]:
     return Counter(r["name"] for r in calls if "result" in r)
 
 
+def settled(done: list[str]) -> Counter[str]:
+    """Of the side effects ``done`` before an interruption (in the order they happened),
+    those whose calls the store must have recorded: every one up to the last model
+    response -- the SDK asks the model only once the calls before it have returned, and a
+    call returns once it is recorded; and that response returned, since ``done`` goes on
+    after it or the interruption came at the next call. (Calls after it may have been
+    recorded too: guardrails and tools run at once, so which is undecided.)"""
+    models = [i for i, name in enumerate(done) if name == "model.get_response"]
+    return Counter(done[: models[-1] + 1] if models else [])
+
+
 # -- steps ---------------------------------------------------------------------------------
 
 

@@ -92,12 +92,12 @@ def ran(kill: Kill) -> list[str]:
 
 
 def check(kill: Kill, out: dict[str, Any], scenario: str) -> None:
-    """Exactly the calls that were not recorded when it was killed ran again (calls of one
-    turn run at once: a sibling of the call at ``at`` may have run, or even been recorded,
-    meanwhile), and the output is an uninterrupted run's."""
+    """Every call settled before the kill was recorded, exactly the calls that were not ran
+    again (calls of one turn run at once: a sibling of the call at ``at`` may have run, or
+    even been recorded, meanwhile), and the output is an uninterrupted run's."""
     lines = ran(kill)
     first, again = Counter(lines[: kill.before]), Counter(lines[kill.before :])
-    assert kill.kept <= first, f"killed at {kill.at}"
+    assert runs.settled(lines[: kill.at]) <= kill.kept <= first, f"killed at {kill.at}"
     assert again == Counter(runs.EXPECTED[scenario]) - kill.kept, f"killed at {kill.at}"
     assert out["output"] == runs.OUTPUT[scenario]
 
