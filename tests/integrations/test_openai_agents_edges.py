@@ -5,6 +5,7 @@ outputs -- and what it refuses inside a step, each before anything runs."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import sys
 import threading
@@ -21,12 +22,16 @@ from agents import (
     LocalShellTool,
     ModelRetrySettings,
     ModelSettings,
+    RunConfig,
     Runner,
     SQLiteSession,
+    ToolGuardrailFunctionOutput,
     ToolOutputImage,
     ToolOutputText,
     function_tool,
     input_guardrail,
+    tool_input_guardrail,
+    tool_output_guardrail,
 )
 from agents.mcp import MCPServerStdio
 
@@ -162,6 +167,49 @@ def test_a_tripped_guardrail_is_recorded_and_trips_again(
             ds.run(run_id, [step], store)
         assert tripped.value.guardrail_result.output.output_info == {"why": "no"}
     assert checks == ["go"]
+
+
+def test_tool_guardrails_and_a_run_configs_model_are_durable(
+    run_id: str, openai_effects: Effects
+) -> None:
+    """A tool's input and output guardrails (one rejects the tool's output, and the model
+    is told) and a model given as ``RunConfig(model=...)``: replayed, none runs again, and
+    the model sees what it saw."""
+
+    @tool_input_guardrail
+    def args_ok(data: Any) -> ToolGuardrailFunctionOutput:
+        runs.effect("guardrail.tool_input.args_ok")
+        return ToolGuardrailFunctionOutput.allow(output_info={"args": "fine"})
+
+    @tool_output_guardrail
+    def no_paris(data: Any) -> ToolGuardrailFunctionOutput:
+        runs.effect("guardrail.tool_output.no_paris")
+        if "Paris" in str(data.output):
+            return ToolGuardrailFunctionOutput.reject_content("no Paris here")
+        return ToolGuardrailFunctionOutput.allow()
+
+    weather = copy.copy(runs.get_weather)
+    weather.tool_input_guardrails, weather.tool_output_guardrails = [args_ok], [no_paris]
+    agent = Agent(name="weather", tools=[weather])
+    model = script([runs.call("get_weather", {"city": "Paris"}, 1)], [runs.say("told")])
+    seen: list[Any] = []
+
+    def step(state: Any) -> dict[str, Any]:
+        result = Runner.run_sync(agent, "go", run_config=RunConfig(model=model))
+        seen.append(result.to_input_list())
+        return {"out": result.final_output}
+
+    store, durable = ds.MemoryStore(), ds.Step("weather", crash_once(step))
+    with pytest.raises(Crash):
+        ds.run(run_id, [durable], store)
+    first = list(runs.EFFECTS.seen)
+    cp = store.load(run_id)
+    assert cp is not None and Counter(c["name"] for c in cp.calls) == Counter(first)
+    assert first.count("model.get_response") == 2 and len(first) == 5
+    again = openai_effects()
+    assert ds.run(run_id, [durable], store) == {"out": "told"}
+    assert again.seen == []
+    assert seen[0] == seen[1] and "no Paris here" in str(seen[0])
 
 
 def test_structured_tool_outputs_come_back_as_the_sdks_types(
