@@ -131,7 +131,8 @@ def outputs(items: Any) -> list[Any]:
     """The tool outputs the model has been sent so far."""
     if isinstance(items, str):
         return []
-    return [i["output"] for i in items if i.get("type") == "function_call_output"]
+    kinds = ("function_call_output", "custom_tool_call_output")
+    return [i["output"] for i in items if i.get("type") in kinds]
 
 
 Script = Callable[[list[Any]], list[Any]]

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from agents import (
     Agent,
+    CustomTool,
     GuardrailFunctionOutput,
+    HostedMCPTool,
     InputGuardrailTripwireTriggered,
     LocalShellTool,
     ModelRetrySettings,
@@ -34,6 +36,8 @@ from agents import (
     tool_output_guardrail,
 )
 from agents.mcp import MCPServerStdio
+from openai.types.responses import ResponseCustomToolCall
+from openai.types.responses.response_output_item import McpApprovalRequest
 
 import durable_steps as ds
 
@@ -210,6 +214,58 @@ def test_tool_guardrails_and_a_run_configs_model_are_durable(
     assert ds.run(run_id, [durable], store) == {"out": "told"}
     assert again.seen == []
     assert seen[0] == seen[1] and "no Paris here" in str(seen[0])
+
+
+def test_a_custom_tool_and_a_hosted_mcp_approval_are_durable(
+    run_id: str, openai_effects: Effects
+) -> None:
+    """A custom tool (raw string input) and the callback that approves a hosted MCP
+    server's tool call: each a call, recorded, neither run again when the step is."""
+
+    def shout(context: Any, text: str) -> str:
+        runs.effect("tool.shout")
+        return text.upper()
+
+    def approve(request: Any) -> dict[str, Any]:
+        runs.effect("approval.docs")
+        return {"approve": False, "reason": f"not {request.data.name}"}
+
+    hosted = HostedMCPTool(
+        tool_config={"type": "mcp", "server_label": "docs", "server_url": "https://x"},
+        on_approval_request=approve,
+    )
+    ask = McpApprovalRequest(
+        type="mcp_approval_request", id="ap-1", name="delete", arguments="{}", server_label="docs"
+    )
+    custom = ResponseCustomToolCall(
+        type="custom_tool_call", call_id="cu-1", name="shout", input="hi"
+    )
+    model = runs.Scripted(
+        lambda seen: [runs.say("done")] if seen else [custom, ask]  # seen: the custom tool's output
+    )
+    agent = Agent(
+        name="mixed",
+        model=model,
+        tools=[CustomTool(name="shout", description="Shout.", on_invoke_tool=shout), hosted],
+    )
+    seen: list[Any] = []
+
+    def step(state: Any) -> dict[str, Any]:
+        result = Runner.run_sync(agent, "go")
+        seen.append(result.to_input_list())
+        return {"out": result.final_output}
+
+    store, durable = ds.MemoryStore(), ds.Step("mixed", crash_once(step))
+    with pytest.raises(Crash):
+        ds.run(run_id, [durable], store)
+    first = sorted(runs.EFFECTS.seen)
+    assert first == ["approval.docs", "model.get_response", "model.get_response", "tool.shout"]
+    cp = store.load(run_id)
+    assert cp is not None and sorted(c["name"] for c in cp.calls) == first
+    again = openai_effects()
+    assert ds.run(run_id, [durable], store) == {"out": "done"}
+    assert again.seen == []
+    assert seen[0] == seen[1] and "not delete" in str(seen[0]) and "HI" in str(seen[0])
 
 
 def test_structured_tool_outputs_come_back_as_the_sdks_types(

@@ -22,9 +22,10 @@ to the runner that was the default. Inside a step it runs durable copies of the 
 agents (``_durable.py``, made per run; the caller's objects are untouched, and the result
 names them, not their copies): the model of each, and the run config's model provider,
 wrapped so that ``get_response`` is a call; the tools an agent has for a turn (its own,
-its MCP servers', those enabled) copied with ``on_invoke_tool`` a call; each guardrail
-function a call; each ``Handoff``'s ``on_invoke_handoff`` a call, and the agent it hands
-off to copied in turn. The SDK runs guardrails and the tools of one response at once, each
+its MCP servers', those enabled) copied with ``on_invoke_tool`` a call (function and
+custom tools) and an approval callback a call (hosted MCP's ``on_approval_request``, custom
+tools' ``on_approval``); each guardrail function a call; each ``Handoff``'s
+``on_invoke_handoff`` a call, and the agent it hands off to copied in turn. The SDK runs guardrails and the tools of one response at once, each
 in a task of its own: each task replays its own calls (``track_tasks()`` as the run
 starts names them under ``run_sync`` too), so they may finish in any order.
 
@@ -37,8 +38,9 @@ would send the model (its ``str``, or its JSON when the tool declares an output 
 guardrail's output as its tripwire (or behavior) and its ``output_info`` in JSON.
 
 Call names (what ``StepMismatchError`` compares when a step runs again):
-``model.get_response``, ``tool.NAME``, ``handoff.TOOL_NAME``, ``guardrail.input.NAME``,
-``guardrail.output.NAME``, ``guardrail.tool_input.NAME``, ``guardrail.tool_output.NAME``.
+``model.get_response``, ``tool.NAME``, ``approval.NAME`` (a hosted MCP server's label),
+``handoff.TOOL_NAME``, ``guardrail.input.NAME``, ``guardrail.output.NAME``,
+``guardrail.tool_input.NAME``, ``guardrail.tool_output.NAME``.
 
 Refused inside a step (a ``TypeError`` or ``RuntimeError`` saying what to do), because
 their work would run again unseen or be paired with the wrong record:

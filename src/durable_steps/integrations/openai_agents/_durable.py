@@ -18,6 +18,7 @@ from typing import Any
 
 from agents import (
     Agent,
+    CustomTool,
     FunctionTool,
     GuardrailFunctionOutput,
     Handoff,
@@ -238,15 +239,6 @@ class _DurableModel(Model):
 
 
 def _durable_tool(tool: Any) -> Any:
-    if isinstance(tool, FunctionTool):
-        durable = copy.copy(tool)
-        durable.on_invoke_tool = _durable_invoke(tool)
-        for kind in ("tool_input", "tool_output"):
-            if guardrails := getattr(tool, f"{kind}_guardrails", None):
-                setattr(
-                    durable, f"{kind}_guardrails", [_durable_guardrail(g, kind) for g in guardrails]
-                )
-        return durable
     if _acts_locally(tool):
         raise TypeError(
             f"{type(tool).__name__} {getattr(tool, 'name', '')!r} acts on this machine outside "
@@ -254,7 +246,20 @@ def _durable_tool(tool: Any) -> Any:
             "a step resumes. Do the work in a function_tool (each of its calls is recorded), or "
             "run this agent outside a durable step"
         )
-    return tool  # a hosted tool: it runs inside the model's response, recorded with it
+    durable = copy.copy(tool)  # a hosted tool runs inside the model's response: recorded there
+    if isinstance(tool, FunctionTool | CustomTool):
+        schema = getattr(tool, "output_json_schema", None) is not None
+        durable.on_invoke_tool = _durable_invoke(tool.on_invoke_tool, f"tool.{tool.name}", schema)
+    for kind in ("tool_input", "tool_output"):
+        if guardrails := getattr(tool, f"{kind}_guardrails", None):
+            setattr(
+                durable, f"{kind}_guardrails", [_durable_guardrail(g, kind) for g in guardrails]
+            )
+    for hook in ("on_approval_request", "on_approval"):  # hosted MCP's; custom tools'
+        if callable(decide := getattr(tool, hook, None)):
+            label = getattr(tool, "tool_config", {}).get("server_label") or tool.name
+            setattr(durable, hook, _durable_approval(decide, f"approval.{label}"))
+    return durable
 
 
 def _acts_locally(tool: Any) -> bool:
@@ -264,22 +269,42 @@ def _acts_locally(tool: Any) -> bool:
     return kind in ("ComputerTool", "LocalShellTool", "ApplyPatchTool")
 
 
-def _durable_invoke(tool: FunctionTool) -> Callable[[Any, str], Awaitable[Any]]:
-    invoke, name = tool.on_invoke_tool, f"tool.{tool.name}"
-    schema = getattr(tool, "output_json_schema", None) is not None
-
+def _durable_invoke(
+    invoke: Callable[..., Any], name: str, schema: bool
+) -> Callable[[Any, str], Awaitable[Any]]:
     @functools.wraps(invoke)  # the SDK reads its signature to choose the context it passes
     async def on_invoke_tool(context: Any, arguments: str) -> Any:
         if in_step() is None:
-            return await invoke(context, arguments)
+            return await _result(invoke(context, arguments))
 
         async def body() -> dict[str, Any]:
-            return encode_output(await invoke(context, arguments), schema=schema)
+            return encode_output(await _result(invoke(context, arguments)), schema=schema)
 
         recorded: dict[str, Any] = await call_async(name, body)
         return decode_output(recorded)
 
     return on_invoke_tool
+
+
+def _durable_approval(decide: Callable[..., Any], name: str) -> Callable[..., Awaitable[Any]]:
+    """A callback that decides a tool call's approval on this machine (it may ask a
+    person): its decision (approve, reason) recorded."""
+
+    @functools.wraps(decide)
+    async def decided(*args: Any) -> Any:
+        if in_step() is None:
+            return await _result(decide(*args))
+
+        async def body() -> Any:
+            return to_jsonable_python(await _result(decide(*args)))
+
+        return await call_async(name, body)
+
+    return decided
+
+
+async def _result(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
 
 
 _GUARDRAILS: dict[str, type[Any]] = {
@@ -295,17 +320,13 @@ def _durable_guardrail(guardrail: Any, kind: str) -> Any:
         return guardrail  # not a guardrail: the SDK says so
     check, name = guardrail.guardrail_function, f"guardrail.{kind}.{guardrail.get_name()}"
 
-    async def checked(*args: Any) -> Any:
-        out = check(*args)
-        return await out if inspect.isawaitable(out) else out
-
     @functools.wraps(check)  # the guardrail's name, when it has none of its own
     async def guardrail_function(*args: Any) -> Any:
         if in_step() is None:
-            return await checked(*args)
+            return await _result(check(*args))
 
         async def body() -> dict[str, Any]:
-            out = await checked(*args)
+            out = await _result(check(*args))
             decision = "behavior" if kind.startswith("tool_") else "tripwire_triggered"
             return {
                 "output_info": to_jsonable_python(out.output_info, fallback=str),
