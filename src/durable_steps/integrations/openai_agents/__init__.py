@@ -25,9 +25,10 @@ wrapped so that ``get_response`` is a call; the tools an agent has for a turn (i
 its MCP servers', those enabled) copied with ``on_invoke_tool`` a call (function and
 custom tools) and an approval callback a call (hosted MCP's ``on_approval_request``, custom
 tools' ``on_approval``); each guardrail function a call; each ``Handoff``'s
-``on_invoke_handoff`` a call, and the agent it hands off to copied in turn. The SDK runs guardrails and the tools of one response at once, each
-in a task of its own: each task replays its own calls (``track_tasks()`` as the run
-starts names them under ``run_sync`` too), so they may finish in any order.
+``on_invoke_handoff`` a call, and the agent it hands off to copied in turn. The SDK runs
+guardrails and the tools of one response at once, each in a task of its own: each task
+replays its own calls (``track_tasks()`` as the run starts names them under ``run_sync``
+too), so they may finish in any order.
 
 Values are JSON, never pickled, and a run sees the same values live and replayed (a call
 returns what its record decodes to): a ``ModelResponse`` as its fields, each output item
