@@ -1,11 +1,13 @@
 """What the integration tests share: an agent's side effects, interrupted where a test
-says, and no event loop left behind by ``agent.run_sync``."""
+says (``effects`` for Pydantic AI's agents, ``openai_effects`` for the OpenAI Agents
+SDK's), and no event loop left behind by ``agent.run_sync`` or ``Runner.run_sync``."""
 
 from __future__ import annotations
 
 import asyncio
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,20 @@ def effects(monkeypatch: pytest.MonkeyPatch) -> Callable[..., agents.Effects]:
     def make(at: int | None = None, when: str = "before") -> agents.Effects:
         fresh = agents.Effects(at=at, when=when, trip=_crash)
         monkeypatch.setattr(agents, "EFFECTS", fresh)
+        return fresh
+
+    make()
+    return make
+
+
+@pytest.fixture
+def openai_effects(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``effects`` for the OpenAI Agents SDK's agents (tests/integrations/openai_runs.py)."""
+    from . import openai_runs  # imports the SDK: only for the tests that use it
+
+    def make(at: int | None = None, when: str = "before") -> Any:
+        fresh = openai_runs.Effects(at=at, when=when, trip=_crash)
+        monkeypatch.setattr(openai_runs, "EFFECTS", fresh)
         return fresh
 
     make()

@@ -110,3 +110,18 @@ def test_the_oldest_pydantic_ai_the_extra_accepts_is_tested() -> None:
     runs = [step.get("run", "") for step in job["steps"]]
     assert any(f"pydantic-ai-slim[mcp]=={bound}.0" in r or f"=={bound}'" in r for r in runs)
     assert any("tests/integrations" in r for r in runs)
+
+
+def test_the_oldest_openai_agents_the_extra_accepts_is_tested() -> None:
+    """A job installs the lower bound of the [openai-agents] extra and runs the
+    integration's tests on it (the other jobs get the newest release)."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (bound,) = re.findall(r'openai-agents = \["openai-agents>=([\d.]+),', pyproject)
+    job = workflow()["jobs"]["openai-agents-oldest"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any(f"'openai-agents=={bound}.0'" in r for r in runs)
+    tests = next(r for r in runs if "pytest" in r)
+    assert "cosmos-local" in tests
+    for module in ("", "_edges", "_processes", "_package"):
+        assert f"tests/integrations/test_openai_agents{module}.py" in tests
+        assert (ROOT / f"tests/integrations/test_openai_agents{module}.py").is_file()

@@ -4,6 +4,9 @@ Each lives in its own module, imported only when asked for, and needs its own ex
 
 - ``durable_steps.integrations.pydantic_ai`` (``pip install 'durable-steps[pydantic-ai]'``):
   a Pydantic AI agent whose model requests and tool calls are durable calls.
+- ``durable_steps.integrations.openai_agents`` (``pip install 'durable-steps[openai-agents]'``):
+  OpenAI Agents SDK runs whose model responses, tool calls, handoffs and guardrails are
+  durable calls.
 
 ``import durable_steps`` imports none of them. They use only the public
 ``durable_steps`` surface (``call_async``, ``current_step``, the errors).

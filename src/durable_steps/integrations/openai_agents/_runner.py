@@ -1,0 +1,111 @@
+"""The agent runner that makes a run inside a step durable, and its installation as the
+SDK's default (the package's top tells the design)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from agents import RunState
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+
+from durable_steps import current_step, running_steps, track_tasks
+
+from ._durable import Copies, in_step
+
+_log = logging.getLogger("durable_steps")
+
+
+class DurableRunner(AgentRunner):
+    """The SDK's agent runner, durable inside a durable-steps step (see the package's top).
+
+    Importing ``durable_steps.integrations.openai_agents`` installs one as the SDK's default
+    runner, so ``Runner.run``, ``Runner.run_sync`` and ``Runner.run_streamed`` go through
+    it. ``inner`` (default: the SDK's own runner) runs the agents; outside a step every run
+    goes to it unchanged.
+    """
+
+    def __init__(self, inner: AgentRunner | None = None) -> None:
+        self.inner = inner if inner is not None else AgentRunner()
+
+    async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        if in_step() is None:
+            _warn_if_in_a_stray_thread()
+            return await self.inner.run(starting_agent, input, **kwargs)
+        # The run's own task, before the SDK creates the tasks that run guardrails, model
+        # requests and tools: name them, so that each replays its own calls (needed under
+        # run_sync in a run() step; run_async() names them already).
+        track_tasks()
+        _refuse(kwargs.get("session"), input)
+        copies = Copies()
+        kwargs["run_config"], made = copies.run_config(kwargs.get("run_config"))
+        try:
+            result = await self.inner.run(copies.agent(starting_agent), input, **kwargs)
+        finally:
+            if made is not None:  # the provider the SDK would have made and closed
+                await made.aclose()
+        return copies.published(result)
+
+    def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        if in_step() is None:
+            return self.inner.run_sync(starting_agent, input, **kwargs)
+        return super().run_sync(starting_agent, input, **kwargs)  # its event loop runs run()
+
+    def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        if in_step() is None:
+            return self.inner.run_streamed(starting_agent, input, **kwargs)
+        raise RuntimeError(
+            "Runner.run_streamed inside a durable step: a model response streamed out as it "
+            "comes cannot be recorded as one call before it is used, so a resumed step would "
+            "ask the model again. Use 'await Runner.run(...)' (or Runner.run_sync) in the step "
+            "and hand its result on, or stream outside a durable step"
+        )
+
+
+def _refuse(session: Any, input: Any) -> None:
+    if session is not None:
+        raise TypeError(
+            "an agent run with a session inside a durable step: the SDK reads and writes the "
+            "session outside any durable call, so a resumed step would add to it again. Keep "
+            "the conversation in the step's state instead (the next run's input: "
+            "result.to_input_list())"
+        )
+    if isinstance(input, RunState):
+        raise TypeError(
+            "an agent run resumed from a RunState inside a durable step: its agent and its "
+            "pending tool calls come from the state, where durable-steps cannot record them. "
+            "Run the agent from its input inside the step: a resumed step replays what it "
+            "recorded; to wait for a person, use wait_for_signal() before or after the run"
+        )
+
+
+_WARNED = threading.Event()
+
+
+def _warn_if_in_a_stray_thread() -> None:
+    """Once: an agent run in no step's context while steps run in this process -- most
+    likely in a thread a step started, where nothing is recorded."""
+    try:
+        current_step()
+    except RuntimeError:
+        if running_steps() and not _WARNED.is_set():
+            _WARNED.set()
+            _log.warning(
+                "an OpenAI Agents SDK run outside any step's context while a durable step runs "
+                "in this process -- in a thread the step started? Its model responses and tool "
+                "calls are not recorded, and would all run again after a crash: run the agent "
+                "in the step's own thread or task"
+            )
+
+
+def install() -> DurableRunner:
+    """Make the SDK's default runner durable inside steps, chained to the default it
+    replaces (done when the package is imported; call it again if something replaced the
+    default since). Returns the runner installed."""
+    current = get_default_agent_runner()
+    if isinstance(current, DurableRunner):
+        return current
+    runner = DurableRunner(current)
+    set_default_agent_runner(runner)
+    return runner
