@@ -44,6 +44,7 @@ from . import actions, sources, svg, timeline, values
 from .listing import (
     COLUMNS,
     EXTRA,
+    IDLE,
     SIZES,
     STATUSES,
     FilterError,
@@ -58,6 +59,8 @@ from .security import Guard, Secrets
 HERE = Path(__file__).parent
 LIVE_LIST, LIVE_RUN = 5, 2
 """Seconds between live refreshes of the runs list and of a run's page."""
+RESORT = 30.0
+"""A sorted listing's first page is sorted anew when it is older than this."""
 
 
 def size(n: int | None) -> str:
@@ -153,9 +156,13 @@ class Console:
         except FilterError as exc:
             return self.page(template, 400, filters=Filters(), error=str(exc), page=None)
         number = int(params["page"]) if params.get("page", "").isdigit() else 0
-        relist = live and number == 0 and filters.sort is None
-        page = self.listings.page(filters, number, fresh=relist or params.get("fresh") == "1")
-        if live and not relist:  # a later page, or a sorted one: its rows as they are now
+        # The first page is listed anew (a sorted one at most every RESORT seconds); later
+        # pages come from the listing held since the first.
+        first = number == 0
+        max_age = (0.0 if filters.sort is None else RESORT) if first else IDLE
+        page = self.listings.page(filters, number, max_age=max_age)
+        relisted = first and filters.sort is None
+        if live and not relisted:  # a later page, or a sorted one: its rows as they are now
             now = self.listings.reread([r.run_id for r in page.rows])
             page.rows = [n if n is not None else r for r, n in zip(page.rows, now, strict=True)]
         return self.page(template, filters=filters, page=page, error=None)

@@ -6,10 +6,10 @@ names, then one run file's tail per run it yields; Cosmos DB runs one projected 
 paged. The console asks for no more than a page needs:
 
 - In the store's own order (the default), a page is the next ``size`` runs of a listing
-  the console holds open (``Listings``): the first page reads about ``size`` runs, page
-  *k* the runs of page *k* only. A listing not held (the console restarted, or dropped
-  it after ``IDLE`` seconds or when more than ``HELD`` were open) is listed again and
-  the earlier pages skipped, which reads their runs again.
+  the console holds open (``Listings``): the first page lists anew and reads about
+  ``size`` runs, page *k* the runs of page *k* only. A listing not held (the console
+  restarted, or dropped it after ``IDLE`` seconds or when more than ``HELD`` were
+  open) is listed again and the earlier pages skipped, which reads their runs again.
 - Sorted by a column, every run that passes the filters is read once (no state), sorted
   and held; pages are then free. Reading 100,000 runs takes seconds on a FileStore
   (``docs/console.md`` has the numbers): the page says how many runs it read and how
@@ -176,6 +176,7 @@ class Held:
     read: list[int] = field(default_factory=lambda: [0])
     seconds: float = 0.0
     truncated: bool = False
+    listed: float = field(default_factory=time.monotonic)
     used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -203,14 +204,17 @@ class Listings:
             keywords = {}  # type: ignore[assignment]
         self.store_filters = {n for n in EXTRA if n in keywords}
 
-    def page(self, filters: Filters, number: int, *, fresh: bool = False) -> Page:
-        """Page ``number`` (0-based) of the listing; ``fresh``: list anew."""
+    def page(self, filters: Filters, number: int, *, max_age: float = IDLE) -> Page:
+        """Page ``number`` (0-based) of the listing, from the one held if it was listed
+        less than ``max_age`` seconds ago (0: list anew)."""
         key = filters.listing
         with self._lock:
             now = time.monotonic()
             for k in [k for k, h in self._held.items() if now - h.used > IDLE]:
                 del self._held[k]
-            held = None if fresh else self._held.get(key)
+            held = self._held.get(key)
+            if held is not None and now - held.listed >= max_age:
+                held = None
             if held is None:
                 held = self._held[key] = Held(None)
                 held.lock.acquire()  # (filled below, outside the listings' lock)
