@@ -161,8 +161,8 @@ def attempts(cp: Checkpoint, journal: Sequence[Event], now: float | None) -> lis
         # The one recorded boundary splits the others: earlier ones before it, later after.
         ends[failed] = (failed_at, False)
         groups = [
-            ([k for k in unknown if k < failed], [t for t in times if t < failed_at]),
-            ([k for k in unknown if k > failed], [t for t in times if t > failed_at]),
+            ([k for k in unknown if k < failed], [*(t for t in times if t < failed_at), failed_at]),
+            ([k for k in unknown if k > failed], [failed_at, *(t for t in times if t > failed_at)]),
         ]
     for numbers, around in groups:
         for k, at in zip(numbers, _gaps(around, len(numbers)), strict=False):
