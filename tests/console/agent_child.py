@@ -5,7 +5,8 @@
 Workflow ``support``: ``retrieve``, then ``agent`` -- calls llm, tool, llm, tool, then
 waits for signal ``approval`` (so its journal stays: the step is unfinished) -- then
 ``write``. With ``HANG_AT=N`` the call of index N prints "ready" and blocks until the
-process is killed.
+process is killed; with ``CALL_SECONDS=S`` each call takes S seconds, as a model's
+answer does (for the screenshots, whose timeline would otherwise be a few milliseconds).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import durable_steps as ds
@@ -21,6 +23,7 @@ CALLS = ("llm", "tool", "llm", "tool")
 
 
 def answer(i: int, name: str) -> dict[str, Any]:
+    time.sleep(float(os.environ.get("CALL_SECONDS", "0")))
     if os.environ.get("HANG_AT") == str(i):
         print("ready", flush=True)
         threading.Event().wait()  # until SIGKILL
