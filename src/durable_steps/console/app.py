@@ -71,6 +71,11 @@ def size(n: int | None) -> str:
     return f"{n / 1024:.1f} KiB" if n < 1024**2 else f"{n / 1024**2:.1f} MiB"
 
 
+def _quoted(value: object) -> str:
+    """A value as one segment or parameter of a URL."""
+    return quote(str(value), safe="")
+
+
 def when(ts: float | None) -> str:
     return svg.clock(ts)[:19] + "Z" if ts is not None else "-"
 
@@ -123,7 +128,7 @@ class Console:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.env.filters.update(size=size, when=when, clock=svg.clock, owner=owner, q=quote)
+        self.env.filters.update(size=size, when=when, clock=svg.clock, owner=owner, q=_quoted)
         self.env.globals.update(
             STATUSES=STATUSES, COLUMNS=COLUMNS, EXTRA=EXTRA, SIZES=SIZES, status_of=status_of,
             csrf=secrets.csrf, read_only=read_only, store=repr(store), holding=holding,
@@ -154,7 +159,9 @@ class Console:
         try:
             filters = Filters.parse(params)
         except FilterError as exc:
-            return self.page(template, 400, filters=Filters(), error=str(exc), page=None)
+            return self.page(
+                template, 400, filters=Filters(), error=str(exc), page=None, exact=None
+            )
         number = int(params["page"]) if params.get("page", "").isdigit() else 0
         # The first page is listed anew (a sorted one at most every RESORT seconds); later
         # pages come from the listing held since the first.
@@ -165,7 +172,20 @@ class Console:
         if live and not relisted:  # a later page, or a sorted one: its rows as they are now
             now = self.listings.reread([r.run_id for r in page.rows])
             page.rows = [n if n is not None else r for r, n in zip(page.rows, now, strict=True)]
-        return self.page(template, filters=filters, page=page, error=None)
+        return self.page(
+            template, filters=filters, page=page, error=None, exact=self._exact(filters)
+        )
+
+    def _exact(self, filters: Filters) -> str | None:
+        """The run whose id is the prefix typed, if there is one: a point read finds it
+        at once, where the prefix filter may read many runs to fill a page."""
+        if filters.prefix is None:
+            return None
+        try:
+            found = self.store.run_info(filters.prefix)
+        except DurableError:  # not a valid run id, or unreadable: the list says the rest
+            return None
+        return filters.prefix if found is not None else None
 
     # -- a run -------------------------------------------------------------------------
 
