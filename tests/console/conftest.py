@@ -108,6 +108,21 @@ class Site:
         return done.stdout
 
 
+class Counting:
+    """A real store whose listing counts the runs it yields (what a page cost)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.yielded = store, 0
+
+    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
+        for info in self.store.list_runs(**filters):
+            self.yielded += 1
+            yield info
+
+    def run_info(self, run_id: str) -> ds.RunInfo | None:
+        return self.store.run_info(run_id)  # type: ignore[no-any-return]
+
+
 def _open(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> Iterator[Site]:
     if backend == "file":
         path = tmp_path / "store"

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 import durable_steps as ds
+from durable_steps.console import ConsoleServer, app
 
-from .conftest import Site
+from .conftest import Counting, Site
 
 
 def _approve(state: Any) -> dict[str, Any]:
@@ -77,3 +80,27 @@ def test_a_missing_run_and_a_bad_filter_are_pages_that_say_what_to_do(file_site:
     assert missing.status == 404 and "has no checkpoint in this store" in missing.body
     bad = file_site.get("/?older=7%20days")
     assert bad.status == 400 and "e.g. 30m, 12h, 7d or 2w" in bad.body
+
+
+def test_the_live_refresh_of_a_sorted_list_rereads_its_rows_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sorted list reads every run once; its live refresh reads the page's runs again
+    (a changed status shows) but lists nothing anew, however old the sort is (a sort of
+    100,000 runs takes seconds); loading the page again sorts anew."""
+    monkeypatch.setattr(app, "RESORT", 0.0)  # every sort is old
+    with ds.FileStore(tmp_path / "s") as store:
+        for n in range(30):
+            store.save(ds.Checkpoint(f"r{n:02d}", -1, {}))
+        counting = Counting(store)
+        with ConsoleServer(counting, port=0) as server:
+            site = Site(server, counting, {}, "file")
+            assert 'data-run="r29"' in site.get("/?sort=run_id&dir=desc").body
+            assert counting.yielded == 30
+            cp = store.load("r29")
+            store.save(replace(cp, status="cancelled"))
+            live = site.get("/rows?sort=run_id&dir=desc").body
+            assert 'data-run="r29" data-status="cancelled"' in live
+            assert counting.yielded == 30
+            site.get("/?sort=run_id&dir=desc")
+            assert counting.yielded == 60

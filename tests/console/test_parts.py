@@ -5,7 +5,6 @@ built -- on real checkpoints of real stores where a store is involved."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +12,8 @@ import pytest
 import durable_steps as ds
 from durable_steps.console import actions, listing, sources, svg, timeline, values
 from durable_steps.console.listing import Filters, Listings
+
+from .conftest import Counting
 
 T = 1_800_000_000.0
 
@@ -99,21 +100,6 @@ def test_a_fold_sends_a_page_of_entries_or_a_chunk_of_text() -> None:
     assert values.parse_path(json.dumps(["items", 3])) == ("items", 3)
     with pytest.raises(values.PathError):
         values.parse_path('[{"a": 1}]')
-
-
-class Counting:
-    """A real store whose listing counts the runs it yields."""
-
-    def __init__(self, store: Any) -> None:
-        self.store, self.yielded = store, 0
-
-    def list_runs(self, **filters: Any) -> Iterator[ds.RunInfo]:
-        for info in self.store.list_runs(**filters):
-            self.yielded += 1
-            yield info
-
-    def run_info(self, run_id: str) -> ds.RunInfo | None:
-        return self.store.run_info(run_id)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

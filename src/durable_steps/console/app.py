@@ -163,12 +163,12 @@ class Console:
                 template, 400, filters=Filters(), error=str(exc), page=None, exact=None
             )
         number = int(params["page"]) if params.get("page", "").isdigit() else 0
-        # The first page is listed anew (a sorted one at most every RESORT seconds); later
-        # pages come from the listing held since the first.
-        first = number == 0
-        max_age = (0.0 if filters.sort is None else RESORT) if first else IDLE
+        # The first page is listed anew; a sorted one is sorted anew when it is loaded
+        # (at most every RESORT seconds), never by the live refresh, which re-reads its
+        # rows; later pages come from the listing held since the first.
+        relisted = number == 0 and filters.sort is None
+        max_age = 0.0 if relisted else RESORT if number == 0 and not live else IDLE
         page = self.listings.page(filters, number, max_age=max_age)
-        relisted = first and filters.sort is None
         if live and not relisted:  # a later page, or a sorted one: its rows as they are now
             now = self.listings.reread([r.run_id for r in page.rows])
             page.rows = [n if n is not None else r for r, n in zip(page.rows, now, strict=True)]
