@@ -4,8 +4,8 @@ a fresh container on cosmos-local -- and a real browser: Debian's Chromium drive
 Playwright (``scripts/setup`` installs it with apt-get where it can).
 
 Without Chromium (not installed, and ``scripts/setup`` could not: not root, not Debian)
-the browser tests skip with one line saying so; ``DURABLE_TEST_CHROMIUM`` names another
-Chromium binary.
+the browser tests skip with one line saying so -- or fail with ``--durable-strict``, as
+the backends that cannot run do; ``DURABLE_TEST_CHROMIUM`` names another Chromium binary.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
@@ -150,17 +150,25 @@ def file_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
     yield from _open(request, tmp_path, "file")
 
 
+def _cannot_run(request: pytest.FixtureRequest, reason: str) -> NoReturn:
+    """Skip with the reason -- or fail under --durable-strict (CI, where all must run)."""
+    if request.config.getoption("--durable-strict"):
+        pytest.fail(f"{reason} (--durable-strict)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Debian's Chromium, launched once for the session."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright is not installed: scripts/setup installs durable-steps[dev]")
+        _cannot_run(request, "playwright is not installed: scripts/setup installs it ([dev])")
     if not Path(CHROMIUM).exists():
-        pytest.skip(
+        _cannot_run(
+            request,
             f"no Chromium at {CHROMIUM}: scripts/setup installs Debian's chromium with apt-get "
-            "when run as root (DURABLE_TEST_CHROMIUM names another binary)"
+            "as root or with sudo (DURABLE_TEST_CHROMIUM names another binary)",
         )
     from playwright.sync_api import expect
 
