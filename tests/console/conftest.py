@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,7 +26,17 @@ import pytest
 import durable_steps as ds
 from durable_steps.console import ConsoleServer
 
-CHROMIUM = os.environ.get("DURABLE_TEST_CHROMIUM", "/usr/bin/chromium")
+
+def _chromium() -> str:
+    """The browser to drive: DURABLE_TEST_CHROMIUM, else Debian's chromium, else a
+    Chromium or Chrome on PATH (a hosted CI runner has Google Chrome)."""
+    if named := os.environ.get("DURABLE_TEST_CHROMIUM"):
+        return named
+    found = (shutil.which(n) for n in ("chromium", "google-chrome", "chromium-browser"))
+    return next((f for f in found if f), "/usr/bin/chromium")
+
+
+CHROMIUM = _chromium()
 CHILD = str(Path(__file__).with_name("agent_child.py"))
 
 
@@ -167,8 +178,9 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         _cannot_run(
             request,
-            f"no Chromium at {CHROMIUM}: scripts/setup installs Debian's chromium with apt-get "
-            "as root or with sudo (DURABLE_TEST_CHROMIUM names another binary)",
+            f"no Chromium at {CHROMIUM} (nor chromium, google-chrome or chromium-browser on "
+            "PATH): scripts/setup installs Debian's chromium with apt-get as root or with "
+            "sudo (DURABLE_TEST_CHROMIUM names another binary)",
         )
     from playwright.sync_api import expect
 
