@@ -7,7 +7,8 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``growing`` and ``peers`` (the growing workload; LangGraph and DBOS on it), 4
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
-of started runs and due timers). This module owns the table and the command line.
+of started runs and due timers), 9 ``console`` (the console's first page of 100,000
+runs). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -52,6 +53,7 @@ PARTS = (
     "tracing",
     "agent",
     "pickup",
+    "console",
 )
 
 
@@ -83,7 +85,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, floors, growing, listing, runner_parts
+    from . import agent, console, floors, growing, listing, runner_parts
 
     broken: list[str] = []
 
@@ -114,6 +116,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("tracing", "7. tracing overhead", lambda: runner_parts.tracing(table, quick))
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
+    part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
     return broken
 
 
@@ -123,11 +126,11 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4 and 5 (Cosmos listing) share one cosmos-local server; False when it
-    did not start."""
-    if {"cosmos", "listing"} <= skip:
+    """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
+    server; False when it did not start."""
+    if {"cosmos", "listing", "console"} <= skip:
         return True
-    from . import cosmos, listing
+    from . import console, cosmos, listing
 
     with ExitStack() as stack:
         try:
@@ -140,6 +143,11 @@ def cosmos_parts(
             "listing",
             "5. listing cosmos-local",
             lambda: listing.cosmos_listing(table, endpoint, quick),
+        )
+        part(
+            "console",
+            "9. the console on cosmos-local",
+            lambda: console.cosmos_console(table, endpoint, quick),
         )
     return True
 

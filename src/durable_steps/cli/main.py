@@ -2,7 +2,8 @@
 
 The commands live in their own modules: ``demo`` (demo), ``runs`` (runs
 list/show), ``change`` (runs signal/delete/prune), ``verify`` (runs verify),
-``ops`` (doctor, migrate, worker), ``dev`` (dev cosmos-server); ``common`` holds
+``ops`` (doctor, migrate, worker), ``dev`` (dev cosmos-server), ``ui`` (the console
+in the browser); ``common`` holds
 what they share.
 
 Errors are one line. ``main`` prints an error of ours (or of the operating system)
@@ -34,6 +35,7 @@ from .dev import dev
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
+from .ui import ui
 from .verify import runs_verify
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+
@@ -62,12 +64,13 @@ def cli(verbose: int, debug: bool) -> None:
       durable-steps demo
       durable-steps runs list --status waiting
       durable-steps doctor
+      durable-steps ui
     """
     options["debug"] = debug
     configure_logging(verbose)
 
 
-for command in (demo, demo_worker, runs, doctor, migrate, worker, dev):
+for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)

@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 from rich.json import JSON
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -201,20 +202,22 @@ def load(store: Store, run_id: str) -> Checkpoint:
     return cp
 
 
-def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
-    """The checkpoint for scripts; its recorded calls listed, never their contents."""
+def checkpoint_json(cp: Checkpoint, *, results: bool = False) -> dict[str, Any]:
+    """The checkpoint for scripts; its recorded calls listed, their contents only with
+    ``results``."""
     return {
         **asdict(cp),
         "steps": list(cp.steps),
         "signals": dict(cp.signals),
         "error": None if cp.error is None else dict(cp.error),
-        "calls": calls_of(cp),
+        "calls": calls_of(cp, results=results),
     }
 
 
-def calls_of(cp: Checkpoint) -> list[dict[str, Any]]:
+def calls_of(cp: Checkpoint, *, results: bool = False) -> list[dict[str, Any]]:
     """The running step's journal as an operator sees it: index, kind, name, size, when
-    -- never a result (it may hold what a model or a tool said)."""
+    -- a result only when asked for (``results``: it may hold what a model or a tool
+    said, which only an operator debugging a crash asks to see)."""
     listed = []
     for r in cp.calls:
         kind = r.get("kind", "call")
@@ -223,6 +226,8 @@ def calls_of(cp: Checkpoint) -> list[dict[str, Any]]:
             entry["task"] = r["task"]
         if "result" in r:
             entry |= {"size": len(json.dumps(r["result"]).encode()), "at": r.get("at")}
+            if results:
+                entry["result"] = r["result"]
         elif kind == "call":
             entry["attempt"] = r.get("attempt")  # being retried
         else:
@@ -233,19 +238,87 @@ def calls_of(cp: Checkpoint) -> list[dict[str, Any]]:
 
 @runs.command("show")
 @click.argument("run_id")
+@click.option(
+    "--state/--no-state",
+    default=True,
+    help="Print the run's state (default), or only its top-level keys and their sizes.",
+)
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY",
+    help="Print only this top-level key of the state (repeatable).",
+)
+@click.option(
+    "--calls",
+    "with_results",
+    is_flag=True,
+    help="Also print what each recorded call of the running step returned.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The whole checkpoint as JSON.")
-def runs_show(run_id: str, as_json: bool) -> None:
+def runs_show(
+    run_id: str, state: bool, keys: tuple[str, ...], with_results: bool, as_json: bool
+) -> None:
     """Show one run: status, workflow, lease, attempt, completed steps, the signal or
-    time it waits for, the running step's recorded calls (index, name, size, when --
-    never their contents), the signals delivered, the last error, and its state.
+    time it waits for, the running step's recorded calls (index, name, size, when;
+    their results only with --calls), the signals delivered, the last error, and its
+    state (--no-state: only its keys and their sizes; --key KEY: only that key).
 
-    Example: durable-steps runs show ticket-4711
+    A recorded call's result is what a model or a tool answered: --calls prints it, for
+    an operator debugging a crash; nothing else does. Examples:
+
+    \b
+      durable-steps runs show ticket-4711 --no-state
+      durable-steps runs show ticket-4711 --key messages --calls
+      durable-steps runs show ticket-4711 --no-state --calls --json
     """
     with store_for("env", create=False) as store:
         cp = load(store, run_id)
+    picked = _picked(cp, keys) if keys else None
     if as_json:
-        click.echo(json.dumps(checkpoint_json(cp), indent=2))
+        shown = checkpoint_json(cp, results=with_results)
+        if picked is not None:
+            shown["state"] = picked
+        elif not state:
+            del shown["state"]
+            shown["state_keys"] = [{"key": k, "size": n} for k, n in state_sizes(cp.state)]
+        click.echo(json.dumps(shown, indent=2))
         return
+    _show(cp, with_results)
+    if picked is not None:
+        for key, value in picked.items():
+            say((f"state[{key!r}]", "bold"))
+            out.print(JSON(json.dumps(value)))
+    elif state:
+        say(("state", "bold"))
+        out.print(JSON(json.dumps(cp.state)))
+    else:
+        sizes = state_sizes(cp.state)
+        say((f"state: {len(sizes)} key(s)", "bold"), " (--key KEY prints one)")
+        for key, n in sizes:
+            say(f"  {key}  {size(n)}")
+
+
+def state_sizes(state: dict[str, Any]) -> list[tuple[str, int]]:
+    """Each top-level key of a state and the size of its value as JSON."""
+    return [(k, len(json.dumps(v).encode())) for k, v in state.items()]
+
+
+def _picked(cp: Checkpoint, keys: tuple[str, ...]) -> dict[str, Any]:
+    missing = [k for k in keys if k not in cp.state]
+    if missing:
+        known = ", ".join(map(repr, list(cp.state)[:20])) or "none: the state is empty"
+        more = f" (and {len(cp.state) - 20} more)" if len(cp.state) > 20 else ""
+        raise click.ClickException(
+            f"run {cp.run_id!r}'s state has no key {missing[0]!r}; its keys: {known}{more}. "
+            f"'durable-steps runs show {cp.run_id} --no-state' lists them with their sizes"
+        )
+    return {k: cp.state[k] for k in keys}
+
+
+def _show(cp: Checkpoint, with_results: bool) -> None:
+    """Everything ``runs show`` prints before the state."""
     now = time.time()
     status = _status_line(cp)
     grid = Table.grid(padding=(0, 2))
@@ -267,7 +340,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
         say("  ", ("✓", "green"), f" {i} ", name)
     if cp.status not in ENDED:
         say(f"  next: step {cp.step + 1}, attempt {cp.attempt}")
-    _show_calls(cp)
+    _show_calls(cp, with_results)
     if cp.error:
         e = cp.error
         say(("last error", "bold red"))
@@ -280,8 +353,6 @@ def runs_show(run_id: str, as_json: bool) -> None:
             if len(text) > 500:
                 text = text[:500] + " ... ('runs show --json' has it whole)"
             say(f"  {name}: {text}")
-    say(("state", "bold"))
-    out.print(JSON(json.dumps(cp.state)))
 
 
 def _status_line(cp: Checkpoint) -> str:
@@ -295,11 +366,11 @@ def _status_line(cp: Checkpoint) -> str:
     return str(cp.status)
 
 
-def _show_calls(cp: Checkpoint) -> None:
+def _show_calls(cp: Checkpoint, with_results: bool) -> None:
     if not cp.calls:
         return
     say((f"recorded calls of step {cp.step + 1}", "bold"))
-    for c in calls_of(cp):
+    for c in calls_of(cp, results=with_results):
         at = f"{c['task']}/{c['index']}" if "task" in c else str(c["index"])  # task/index
         if "size" in c:
             say(f"  {at:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
@@ -308,6 +379,8 @@ def _show_calls(cp: Checkpoint) -> None:
         else:
             until = when(c["until"]) if c["until"] is not None else "its signal"
             say(f"  {at:>3} {c['kind']} {c['name']}  until {until}")
+        if "result" in c:
+            out.print(Padding(JSON(json.dumps(c["result"])), (0, 0, 0, 6), expand=False))
 
 
 def _lease(cp: Checkpoint, now: float) -> str:
