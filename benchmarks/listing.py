@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import durable_steps as ds
-from durable_steps.stores.file import journal
+from durable_steps.stores.file import runfile
 
 from .common import KB, Table, io_counters, median, ms, peak_growth, serve, size, text, worker
 
@@ -77,9 +77,9 @@ def full_scan_file(path: Path) -> int:
     document in a file of the old layout; each record's meta and body in a journal,
     via the store's own replay); 1 if the file held a run."""
     data = path.read_bytes()
-    if journal.is_journal(data[:1]):
+    if runfile.is_journal(data[:1]):
         try:
-            return int(bool(journal.replay(data, path.stem, str(path))[1]))
+            return int(bool(runfile.replay(data, path.stem, str(path))[1]))
         except ds.CorruptCheckpointError:
             return 0
     try:

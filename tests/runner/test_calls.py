@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps.seam.state import Records
+from durable_steps.seam.state import CallRecords
 
 from ..conftest import Api, pause_with
 
@@ -369,15 +369,15 @@ def test_a_calls_save_makes_no_pass_over_the_calls_before_it(
     long the loop has run."""
     walked: list[int] = []
     counting = [False]
-    plain_iter = Records.__iter__
+    plain_iter = CallRecords.__iter__
 
-    def counted(self: Records) -> Any:
+    def counted(self: CallRecords) -> Any:
         for record in plain_iter(self):
             if counting[0]:
                 walked.append(record["i"])
             yield record
 
-    monkeypatch.setattr(Records, "__iter__", counted)
+    monkeypatch.setattr(CallRecords, "__iter__", counted)
 
     def agent(state: Any) -> dict[str, Any]:
         for n in range(200):
@@ -400,7 +400,7 @@ def test_a_stored_journal_forgets_the_journals_before_it(run_id: str) -> None:
         for n in range(50):
             ds.call("tool", lambda n=n: n)
             calls, depth = ds.current_step().journal.run.cp.calls, 0  # type: ignore[union-attr]
-            while isinstance(calls, Records) and calls.base is not None:
+            while isinstance(calls, CallRecords) and calls.base is not None:
                 calls, depth = calls.base, depth + 1
             depths.append(depth)
         return {}

@@ -24,7 +24,7 @@ from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .outside import update_run
+from .changes import update_run
 from .requests import Request, execute
 from .store_io import blocking_io, execute_on
 from .telemetry import log

@@ -24,10 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..seam.checkpoint import Checkpoint, evolve
-from ..seam.errors import DurableError, LeaseLostError, RunWaiting, Suspend
-from ..seam.state import Records, call_key, records
-from .step import Step
-from .telemetry import log
+from ..seam.errors import DurableError, Suspend
+from ..seam.state import CallRecords, call_key, call_records
 
 NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
 
@@ -101,16 +99,16 @@ def with_record(cp: Checkpoint, record: Mapping[str, Any], held: dict[str, Any])
     return evolve(cp, calls=journal_of(cp.calls).plus(record), updated_at=None, **held)
 
 
-def journal_of(calls: Sequence[Mapping[str, Any]]) -> Records:
-    return calls if isinstance(calls, Records) else records(calls)
+def journal_of(calls: Sequence[Mapping[str, Any]]) -> CallRecords:
+    return calls if isinstance(calls, CallRecords) else call_records(calls)
 
 
-def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> Records:
+def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> CallRecords:
     """Two views of one step's journal as one, in key order: ``new`` on top of
     ``old``. Of two records of one key the later wins: a result over an attempt
     count, a higher count over a lower (calls gathered under ``run_async`` record
     concurrently, each from its own view)."""
-    if isinstance(new, Records) and new.base is old:
+    if isinstance(new, CallRecords) and new.base is old:
         return new  # made on top of old: nothing to merge
     merged = {call_key(r): r for r in old}
     for r in new:
@@ -121,7 +119,7 @@ def merge_calls(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any
     added = tuple(merged[k] for k in sorted(merged) if id(merged[k]) not in kept)
     replaced = tuple(r for r in old if merged[call_key(r)] is not r)
     base = old if isinstance(old, tuple) else tuple(old)  # the stored one: stores know it
-    return records((merged[k] for k in sorted(merged)), base, added, replaced)
+    return call_records((merged[k] for k in sorted(merged)), base, added, replaced)
 
 
 def _later(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -151,59 +149,3 @@ def error_record(i: int, attempt: int, exc: BaseException) -> dict[str, Any]:
         "attempt": attempt,
         "at": time.time(),
     }
-
-
-# -- the errors a run raises -------------------------------------------------------------
-
-
-def lost(run_id: str, step: int) -> LeaseLostError:
-    log.warning("run %r: lost its lease to another worker; step not saved", run_id)
-    return LeaseLostError(
-        f"run {run_id!r}: another worker took over this run's lease while step {step} ran "
-        "(it expired: a step or a pause outlived the lease without a heartbeat, or the "
-        "store was unreachable); this step's result was not saved. Raise lease=, or keep "
-        "steps async under run_async",
-        run_id=run_id,
-    )
-
-
-def deleted(run_id: str, step: int) -> LeaseLostError:
-    log.warning("run %r was deleted while it ran; step not saved", run_id)
-    return LeaseLostError(
-        f"run {run_id!r} was deleted while step {step} ran (runs delete, prune, or the "
-        "store's own expiry); this step's result was not saved and nothing more runs. Run "
-        "it again to start over",
-        run_id=run_id,
-    )
-
-
-def suspended(run_id: str, i: int, step: Step, wait: Suspend) -> RunWaiting:
-    if wait.signal is None:
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
-        log.info("run %r sleeps in step %d until %s", run_id, i, until)
-        what = f"sleeps in step {i} {step.name!r} until {until}"
-        then = "run it again after that (recover() and the worker do)"
-    else:
-        log.info("run %r is waiting for signal %r in step %d", run_id, wait.signal, i)
-        what = f"is waiting for signal {wait.signal!r} in step {i} {step.name!r}"
-        then = (
-            f"deliver it with send_signal() or 'durable-steps runs signal {run_id} "
-            f"{wait.signal}', then run it again (or let recover() do it)"
-        )
-        if wait.wake_at is not None:
-            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
-            then += f"; its deadline is {deadline}"
-    return RunWaiting(
-        f"run {run_id!r} {what}; its lease is released. {then[:1].upper()}{then[1:]}",
-        run_id=run_id,
-        signal=wait.signal,
-        wake_at=wait.wake_at,
-    )
-
-
-def annotate(exc: BaseException, run_id: str, i: int, step: Step, attempt: int) -> None:
-    kept = f"steps 0..{i - 1} stay checkpointed" if i else "no step had completed"
-    exc.add_note(
-        f"durable-steps: run {run_id!r} failed in step {i} {step.name!r} (attempt "
-        f"{attempt}); {kept}; running it again resumes at this step"
-    )

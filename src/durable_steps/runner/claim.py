@@ -30,17 +30,13 @@ from typing import Any
 
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
-    RunCancelledError,
-    RunLeasedError,
-    RunNotFoundError,
-    RunWaiting,
     StepMismatchError,
     TooManyAttemptsError,
 )
 from ..seam.lease import lease_holder
 from .clock import now
+from .errors import cancelled, leased, still_waiting
 from .step import Step
-from .telemetry import log
 
 
 def claim_for(
@@ -143,56 +139,3 @@ def _due(cp: Checkpoint) -> bool:
     if cp.waiting_for is not None and cp.waiting_for in cp.signals:
         return True
     return cp.wake_at is not None and cp.wake_at <= now()
-
-
-def leased(cp: Checkpoint, holder: str) -> RunLeasedError:
-    expires = cp.lease_expires or time.time()
-    log.warning("run %r is leased by %s; nothing ran", cp.run_id, holder)
-    return RunLeasedError(
-        f"run {cp.run_id!r} is leased by {holder} until "
-        f"{time.strftime('%H:%M:%S', time.localtime(expires))} "
-        f"({expires - time.time():.0f}s from now); nothing ran and nothing was written. "
-        "Another worker is running it: leave it, or run it again after the lease expires "
-        "(a crashed worker's lease expires by itself)",
-        run_id=cp.run_id,
-        owner=holder,
-        expires_at=cp.lease_expires,
-    )
-
-
-def cancelled(run_id: str, reason: str | None) -> RunCancelledError:
-    why = f" ({reason})" if reason else ""
-    return RunCancelledError(
-        f"run {run_id!r} was cancelled{why}; nothing more of it runs. Start a new run "
-        "(another run id) to do the work again",
-        run_id=run_id,
-        reason=reason,
-    )
-
-
-def not_found(run_id: str, what: str) -> RunNotFoundError:
-    """The error of a call about a run that does not exist: ``what`` did not happen."""
-    return RunNotFoundError(
-        f"run {run_id!r} does not exist, so {what}; check the run id ('durable-steps runs list')",
-        run_id=run_id,
-    )
-
-
-def still_waiting(cp: Checkpoint) -> RunWaiting:
-    if cp.waiting_for is None:
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at or 0))
-        what = f"is asleep until {until}; nothing ran. Run it again after that"
-    else:
-        what = (
-            f"is still waiting for signal {cp.waiting_for!r}; nothing ran. Deliver it with "
-            "send_signal() or 'durable-steps runs signal', then run it again"
-        )
-        if cp.wake_at is not None:
-            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at))
-            what += f" (or after its deadline, {deadline})"
-    return RunWaiting(
-        f"run {cp.run_id!r} {what}",
-        run_id=cp.run_id,
-        signal=cp.waiting_for,
-        wake_at=cp.wake_at,
-    )

@@ -32,7 +32,7 @@ from .lease_keeper import LeaseKeeper
 from .requests import Call, Load, Request, Save, execute, execute_async
 from .run import RunProgram
 from .step import Step, running
-from .store_io import AsyncIO, blocking_io
+from .store_io import AsyncStoreIO, blocking_io
 
 
 def run(
@@ -96,22 +96,22 @@ def _async_only(store: object) -> None:
         )
 
 
-def drive(r: RunProgram, store: Store) -> dict[str, Any]:
-    driver = SyncDriver(r, store)
-    r.obs.bind(store)
+def drive(run: RunProgram, store: Store) -> dict[str, Any]:
+    driver = SyncDriver(run, store)
+    run.obs.bind(store)
     try:
-        with r.obs.run():
-            return execute(r.program(), driver.do)
+        with run.obs.run():
+            return execute(run.program(), driver.do)
     finally:
         driver.close()
 
 
-async def drive_async(r: RunProgram, store: AsyncStore) -> dict[str, Any]:
-    driver = AsyncDriver(r, store)
-    r.obs.bind(store)
+async def drive_async(run: RunProgram, store: AsyncStore) -> dict[str, Any]:
+    driver = AsyncDriver(run, store)
+    run.obs.bind(store)
     try:
-        with r.obs.run():
-            state = await execute_async(r.program(), driver.do)
+        with run.obs.run():
+            state = await execute_async(run.program(), driver.do)
             if driver.io.cancelled:
                 raise asyncio.CancelledError  # held back while a save finished
             return state
@@ -149,16 +149,16 @@ class SyncDriver:
     is_async = False
     cancelled = False  # (no cancellation to hold back: a blocking save is not cut short)
 
-    def __init__(self, r: RunProgram, store: Store) -> None:
-        self.r, self.keep, self.io = r, LeaseKeeper(r), blocking_io(store)
+    def __init__(self, run: RunProgram, store: Store) -> None:
+        self.run, self.keep, self.io = run, LeaseKeeper(run), blocking_io(store)
         self.lock = threading.Lock()
-        self.heart = Heartbeat(self.beat, r.lease / 3)
+        self.heart = Heartbeat(self.beat, run.lease / 3)
 
     def do(self, op: Request) -> Any:
         if isinstance(op, Load):
             return self.io(op)
         if isinstance(op, Save):
-            with self.r.obs.save(op.checkpoint), self.lock:
+            with self.run.obs.save(op.checkpoint), self.lock:
                 if op.guard is not None:
                     op.guard()
                 return execute(self.keep.save(op.checkpoint), self.io)
@@ -176,7 +176,7 @@ class SyncDriver:
         journal.driver = self  # the step's calls save through this driver
         journal.scopes.own("")  # the step's scope is this thread's
         try:
-            with running(op.context), self.r.obs.step(*_what(op)):
+            with running(op.context), self.run.obs.step(*_what(op)):
                 result = op.step.fn(op.state)
         finally:
             journal.closed = True
@@ -204,8 +204,8 @@ class AsyncDriver:
         """A cancellation came during a save and was held back until it ended."""
         return self.io.cancelled
 
-    def __init__(self, r: RunProgram, store: AsyncStore) -> None:
-        self.r, self.keep, self.io = r, LeaseKeeper(r), AsyncIO(store)
+    def __init__(self, run: RunProgram, store: AsyncStore) -> None:
+        self.run, self.keep, self.io = run, LeaseKeeper(run), AsyncStoreIO(store)
         self.lock = asyncio.Lock()
         self.stepping: asyncio.Task[Any] | None = None
         """The task running a step, while it runs: the one a lost lease cancels."""
@@ -215,7 +215,7 @@ class AsyncDriver:
         if isinstance(op, Load):
             return await self.io(op)
         if isinstance(op, Save):
-            with self.r.obs.save(op.checkpoint):
+            with self.run.obs.save(op.checkpoint):
                 async with self.lock:
                     if op.guard is not None:
                         op.guard()
@@ -247,7 +247,7 @@ class AsyncDriver:
         journal.scopes.own("")  # the step's scope is this task's
         tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
         try:
-            with running(op.context), self.r.obs.step(*_what(op)):
+            with running(op.context), self.run.obs.step(*_what(op)):
                 result = op.step.fn(op.state)
                 if inspect.isawaitable(result):
                     result = await result
@@ -256,7 +256,7 @@ class AsyncDriver:
         return result
 
     async def beat(self, stop: asyncio.Event) -> None:
-        while not await _set_within(stop, self.r.lease / 3):
+        while not await _set_within(stop, self.run.lease / 3):
             async with self.lock:
                 await execute_async(self.keep.renew(), self.io)
             if self.keep.lost is not None:

@@ -30,8 +30,8 @@ each with ``"step_attempt"``, the attempt of the step that recorded it (records 
 earlier versions have none).
 
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
-function, ``Record`` a record, ``Sleep`` between retries -- carried out by
-``_do_sync`` or ``_do_async``, so its semantics are written once. ``Record`` runs the
+function, ``SaveRecord`` a record, ``Sleep`` between retries -- carried out by
+``_do_sync`` or ``_do_async``, so its semantics are written once. ``SaveRecord`` runs the
 run's own ``record`` program through the driver, so a call's save takes turns with
 the heartbeat and lands on top of the run's latest write like any other; the
 lease keeper merges the records of calls that save concurrently.
@@ -90,7 +90,7 @@ class Invoke(NamedTuple):
     span: CallSpan
 
 
-class Record(NamedTuple):
+class SaveRecord(NamedTuple):
     journal: Journal
     record: Mapping[str, Any]
     span: CallSpan | None = None
@@ -295,7 +295,7 @@ def _call(
     kwargs: dict[str, Any],
     *,
     retry: Retry | None,
-) -> Generator[Invoke | Record | Sleep, Any, Any]:
+) -> Generator[Invoke | SaveRecord | Sleep, Any, Any]:
     """One call: replayed from its record, or run (and retried) and recorded."""
     check_name(name, "call name")
     if not callable(fn):
@@ -334,7 +334,7 @@ def _call(
                  "round": ctx.first_attempt, "step_attempt": ctx.attempt},
                 "", ctx.run_id, 0, "call record",
             )  # fmt: skip
-            yield Record(journal, retrying)
+            yield SaveRecord(journal, retrying)
             journal.recorded(key, retrying)
             yield Sleep(policy.delay(used))
             continue
@@ -347,7 +347,7 @@ def _call(
         done = {**key, "name": name, "at": time.time(), "step_attempt": ctx.attempt}
         done["result"] = result
         record = freeze(done, "", ctx.run_id, 0, "call result")
-        yield Record(journal, record, span)
+        yield SaveRecord(journal, record, span)
         journal.recorded(key, record)
         return thaw(result)
 
@@ -363,7 +363,7 @@ def _in_call(request: Invoke) -> Iterator[None]:
         _current.reset(token)
 
 
-def _do_sync(request: Invoke | Record | Sleep) -> Any:
+def _do_sync(request: Invoke | SaveRecord | Sleep) -> Any:
     if isinstance(request, Invoke):
         with _in_call(request):
             value = request.fn(*request.args, **request.kwargs)
@@ -374,19 +374,19 @@ def _do_sync(request: Invoke | Record | Sleep) -> Any:
                 "call_async(...) instead"
             )
         return value
-    if isinstance(request, Record):
+    if isinstance(request, SaveRecord):
         return _recorded(request)
     return clock.sleep(request.seconds)
 
 
-async def _do_async(request: Invoke | Record | Sleep) -> Any:
+async def _do_async(request: Invoke | SaveRecord | Sleep) -> Any:
     if isinstance(request, Invoke):
         with _in_call(request):
             value = request.fn(*request.args, **request.kwargs)
             if inspect.isawaitable(value):
                 value = await value
         return value
-    if isinstance(request, Record):
+    if isinstance(request, SaveRecord):
         journal, driver = request.journal, request.journal.driven
         with _saving(journal), _recording(request):
             saved = await execute_async(
@@ -398,15 +398,15 @@ async def _do_async(request: Invoke | Record | Sleep) -> Any:
     return await clock.asleep(request.seconds)
 
 
-async def _do_blocking(request: Invoke | Record | Sleep) -> Any:
+async def _do_blocking(request: Invoke | SaveRecord | Sleep) -> Any:
     """``call_async`` in a coroutine of a ``run`` step: ``fn`` awaited, the save made
     with the run's blocking I/O (it holds the coroutine's loop while it lasts)."""
-    if isinstance(request, Record):
+    if isinstance(request, SaveRecord):
         return _recorded(request)
     return await _do_async(request)
 
 
-def _recorded(request: Record) -> Any:
+def _recorded(request: SaveRecord) -> Any:
     journal = request.journal
     with _saving(journal), _recording(request):
         return execute(journal.run.record(request.record, journal.check), journal.driven.do)
@@ -426,7 +426,7 @@ def _saving(journal: Journal) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _recording(request: Record) -> Iterator[None]:
+def _recording(request: SaveRecord) -> Iterator[None]:
     """Around a record's save: the call's span ended with its outcome and bytes."""
     span = request.span
     if span is None or span.span is None:  # no trace: nothing to count the bytes for

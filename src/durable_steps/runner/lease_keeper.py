@@ -33,9 +33,10 @@ from typing import Any
 
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
-from ..seam.state import forget_base, freeze, frozen_state, mark_stored, records
-from . import checkpoints as cps
-from .claim import cancelled
+from ..seam.state import call_records, forget_base, freeze, frozen_state, mark_stored
+from . import checkpoints
+from . import errors as run_errors
+from .errors import cancelled
 from .requests import Load, Request, Save
 from .run import RunProgram
 from .telemetry import log
@@ -47,8 +48,8 @@ _ABSORB = 10
 class LeaseKeeper:
     """What one run knows of its own writes, shared by its saves and its heartbeat."""
 
-    def __init__(self, r: RunProgram) -> None:
-        self.r = r
+    def __init__(self, run: RunProgram) -> None:
+        self.run = run
         self.latest: Checkpoint | None = None
         """The last checkpoint this run wrote (or absorbed), as the store holds it."""
         self.lost: LeaseLostError | RunCancelledError | None = None
@@ -67,36 +68,36 @@ class LeaseKeeper:
             except ConflictError:
                 if self.latest is None:
                     raise  # the claim: the runner decides
-                absorbed = _absorb(self.latest, (yield Load(self.r.run_id)), self.r.owner)
+                absorbed = _absorb(self.latest, (yield Load(self.run.run_id)), self.run.owner)
                 if absorbed is None:
                     raise
                 self.latest = absorbed
                 continue
             self.latest = _stored(cp, saved)
             return self.latest
-        raise cps.lost(self.r.run_id, cp.step + 1)
+        raise run_errors.lost(self.run.run_id, cp.step + 1)
 
     def renew(self) -> Generator[Request, Any, None]:
         """One heartbeat: renew the lease if the run still holds it. A conflict marks
         the lease lost; an unreachable store is logged, and the next beat tries again."""
         cp = self.latest
-        if self.closed or self.lost is not None or cp is None or not _ours(cp, self.r):
+        if self.closed or self.lost is not None or cp is None or not _ours(cp, self.run):
             return
-        renewal = replace(cp, lease_expires=time.time() + self.r.lease, updated_at=None)
+        renewal = replace(cp, lease_expires=time.time() + self.run.lease, updated_at=None)
         try:
-            with self.r.obs.save(renewal, beat=True):
+            with self.run.obs.save(renewal, beat=True):
                 yield from self.save(renewal)
         except (LeaseLostError, RunCancelledError) as exc:
             self.lost = exc
         except ConflictError as exc:
-            self.lost = cps.lost(self.r.run_id, cp.step + 1)
+            self.lost = run_errors.lost(self.run.run_id, cp.step + 1)
             self.lost.__cause__ = exc
         except DurableError as exc:
-            log.warning("run %r: heartbeat failed: %s", self.r.run_id, exc)
+            log.warning("run %r: heartbeat failed: %s", self.run.run_id, exc)
 
 
-def _ours(cp: Checkpoint, r: RunProgram) -> bool:
-    return cp.owner == r.owner and cp.lease_expires is not None
+def _ours(cp: Checkpoint, run: RunProgram) -> bool:
+    return cp.owner == run.owner and cp.lease_expires is not None
 
 
 def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
@@ -115,7 +116,7 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
     if cp.step == latest.step and latest.calls and cp.calls is not latest.calls:
-        journal = cps.merge_calls(latest.calls, cp.calls)
+        journal = checkpoints.merge_calls(latest.calls, cp.calls)
         if journal is not cp.calls:
             cp = evolve(cp, calls=journal)
     return cp if cp.etag == latest.etag else evolve(cp, etag=latest.etag)
@@ -129,7 +130,7 @@ def _absorb(latest: Checkpoint, stored: Checkpoint | None, owner: str) -> Checkp
     lost, the read-back failed too): adopted. Else None: the lease was lost. A run
     deleted or cancelled meanwhile raises what says so."""
     if stored is None:
-        raise cps.deleted(latest.run_id, latest.step + 1)
+        raise run_errors.deleted(latest.run_id, latest.step + 1)
     if stored.status == "cancelled":
         log.warning("run %r was cancelled while it ran; step not saved", latest.run_id)
         raise cancelled(latest.run_id, stored.cancel_reason)
@@ -167,7 +168,7 @@ def _adopted(latest: Checkpoint, stored: Checkpoint) -> Checkpoint:
         stored,
         state=state,
         signals=freeze(dict(stored.signals), "", run_id, 0, "signal payload"),
-        calls=records(freeze(dict(r), "", run_id, 0, "call result") for r in stored.calls),
+        calls=call_records(freeze(dict(r), "", run_id, 0, "call result") for r in stored.calls),
     )
 
 

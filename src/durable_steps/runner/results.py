@@ -19,8 +19,8 @@ from ..seam.errors import RunFailedError
 from ..seam.rules import check_run_id
 from ..seam.state import thaw
 from ..seam.store import AsyncStore, Store
-from .claim import cancelled, not_found
 from .clock import now
+from .errors import cancelled, not_found
 from .requests import Info, Load, Request, Sleep, execute
 from .store_io import blocking_io, execute_on
 from .timers import seconds_of

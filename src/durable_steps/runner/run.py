@@ -41,8 +41,9 @@ from ..seam.errors import (
 )
 from ..seam.lease import default_owner
 from ..seam.rules import check_name, check_run_id
-from ..seam.state import FrozenState, freeze, frozen_state, records, thaw
-from . import checkpoints as cps
+from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
+from . import checkpoints
+from . import errors as run_errors
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
@@ -100,7 +101,7 @@ class RunProgram:
         try:
             for i, step in self.pending():
                 if self.stop():
-                    self.cp = yield from self.save(cps.stopped(self.cp))
+                    self.cp = yield from self.save(checkpoints.stopped(self.cp))
                     raise StopRequested(
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
@@ -113,7 +114,7 @@ class RunProgram:
             # lease back so that the next run need not wait for it to expire.
             if self.holding and not self.lost(exc):
                 try:
-                    self.cp = yield Save(cps.released(self.cp))
+                    self.cp = yield Save(checkpoints.released(self.cp))
                 except Exception as release_failed:
                     exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
             raise
@@ -132,7 +133,7 @@ class RunProgram:
             poisoned = exhausted(claim, self.steps, self.max_attempts)
             try:
                 if poisoned is not None:  # failed instead, as the run stands
-                    self.cp = yield Save(cps.failed(self.cp, claim.step + 1, poisoned))
+                    self.cp = yield Save(checkpoints.failed(self.cp, claim.step + 1, poisoned))
                 else:
                     self.cp = yield Save(self.obs.claiming(claim))
             except ConflictError:
@@ -231,11 +232,11 @@ class RunProgram:
     def suspend(self, i: int, step: Step, wait: Suspend) -> Generator[Request, Any, bool]:
         """Step i waits: the run saved as waiting, its lease released. True when the
         signal came meanwhile and the run was taken back: the step runs again now."""
-        self.cp = yield from self.keep(i, step, cps.waiting(self.cp, wait))
+        self.cp = yield from self.keep(i, step, checkpoints.waiting(self.cp, wait))
         self.obs.step_ended(wait)
         if wait.signal is None or wait.signal not in self.cp.signals:
-            raise cps.suspended(self.run_id, i, step, wait) from None
-        self.cp = yield from self.keep(i, step, cps.woken(self.cp, self.held()))
+            raise run_errors.suspended(self.run_id, i, step, wait) from None
+        self.cp = yield from self.keep(i, step, checkpoints.woken(self.cp, self.held()))
         return True
 
     def retried(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, bool]:
@@ -245,7 +246,7 @@ class RunProgram:
         used = self.cp.attempt - self.cp.first_attempt + 1
         if not retry.retries(exc, used):
             return False
-        self.cp = yield from self.keep(i, step, cps.retrying(self.cp, i, exc, self.held()))
+        self.cp = yield from self.keep(i, step, checkpoints.retrying(self.cp, i, exc, self.held()))
         self.obs.step_ended(exc)
         pause = retry.delay(used)
         log.warning(
@@ -258,13 +259,15 @@ class RunProgram:
     def fail(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, NoReturn]:
         """Record that step i failed for good (or was interrupted), release, re-raise."""
         interrupted = isinstance(exc, NEVER_RETRIED)
-        cps.annotate(exc, self.run_id, i, step, self.cp.attempt)
+        run_errors.annotate(exc, self.run_id, i, step, self.cp.attempt)
         log.warning(
             "run %r: step %d %r %s (%s, attempt %d)",
             *(self.run_id, i, step.name, "interrupted" if interrupted else "failed"),
             *(type(exc).__name__, self.cp.attempt),
         )
-        ended = cps.released(self.cp) if interrupted else cps.failed(self.cp, i, exc)
+        ended = (
+            checkpoints.released(self.cp) if interrupted else checkpoints.failed(self.cp, i, exc)
+        )
         try:
             self.cp = yield from self.save(ended)
         except (LeaseLostError, RunCancelledError) as lost:
@@ -279,7 +282,7 @@ class RunProgram:
     ) -> Generator[Request, Any, Checkpoint]:
         """A record of the running step's journal saved: a checkpoint of its own.
         ``still`` raises, under the driver's save lock, if the step has ended meanwhile."""
-        self.cp = yield from self.save(cps.with_record(self.cp, record, self.held()), still)
+        self.cp = yield from self.save(checkpoints.with_record(self.cp, record, self.held()), still)
         return self.cp
 
     def save(
@@ -292,7 +295,7 @@ class RunProgram:
         except LeaseLostError:
             raise
         except ConflictError as exc:
-            raise cps.lost(self.run_id, self.cp.step + 1) from exc
+            raise run_errors.lost(self.run_id, self.cp.step + 1) from exc
         return saved
 
     # -- the run's checkpoint ------------------------------------------------------------
@@ -314,7 +317,9 @@ class RunProgram:
             loaded,
             state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
             signals=freeze(dict(loaded.signals), "", self.run_id, 0, "signal payload"),
-            calls=records(freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls),
+            calls=call_records(
+                freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls
+            ),
         )
         return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
 
@@ -329,7 +334,7 @@ class RunProgram:
             )
         state = self.state.updated(updates, self.run_id)
         last = i + 1 == len(self.steps)
-        return cps.after_step(self.cp, i, step.name, state, last=last, held=self.held())
+        return checkpoints.after_step(self.cp, i, step.name, state, last=last, held=self.held())
 
     def held(self) -> dict[str, Any]:
         """The lease fields of a checkpoint this worker saves now."""

@@ -34,9 +34,9 @@ from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, thaw
 from ..seam.store import AsyncStore, Store
-from .claim import cancelled
+from .changes import update_run
 from .clock import now
-from .outside import update_run
+from .errors import cancelled
 from .requests import Request, execute
 from .step import current_step
 from .store_io import blocking_io, execute_on

@@ -1,6 +1,6 @@
 """Loads, saves and sleeps carried out against a store: the ``do`` of programs that
 need nothing else (a signal's delivery, a heartbeat's save), and the part of the
-drivers' ``do`` that is plain I/O. ``blocking_io`` for a blocking store, ``AsyncIO`` for
+drivers' ``do`` that is plain I/O. ``blocking_io`` for a blocking store, ``AsyncStoreIO`` for
 an async one. ``LoadHead`` and ``SaveHead`` read and write a run's head alone, whatever
 its state's size; ``Info`` its metadata.
 """
@@ -40,7 +40,7 @@ def blocking_io(store: Store) -> Callable[[Request], Any]:
     return do
 
 
-class AsyncIO:
+class AsyncStoreIO:
     """``do`` for programs that only load, save and sleep: an async store's I/O.
 
     A save is not cut short by a cancellation: it is let finish, so that its outcome
@@ -88,7 +88,7 @@ async def execute_on(program: Generator[Request, Any, T], store: AsyncStore) -> 
     """Run a program that only loads, saves and sleeps against an async store. A
     cancellation that came during a save was held back until the save's outcome was
     known: it is raised now."""
-    io = AsyncIO(store)
+    io = AsyncStoreIO(store)
     done = await execute_async(program, io)
     if io.cancelled:
         raise asyncio.CancelledError

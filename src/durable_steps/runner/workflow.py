@@ -26,8 +26,9 @@ from ..seam.errors import ConflictError, StepMismatchError
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, frozen_state
 from ..seam.store import AsyncStore, Store
-from .claim import MAX_ATTEMPTS, cancelled
+from .claim import MAX_ATTEMPTS
 from .drivers import _async_only, _sync_only, drive, drive_async
+from .errors import cancelled
 from .requests import LoadHead, Request, Save, execute
 from .run import RunProgram
 from .step import Step

@@ -44,7 +44,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import CodecError, ConfigurationError, CorruptCheckpointError, InvalidStateError
+from .errors import (
+    CodecError,
+    ConfigurationError,
+    CorruptCheckpointError,
+    InvalidStateError,
+    damaged_value,
+    missing_key,
+)
 
 MARK = "$ds"
 _FIELDS = frozenset({MARK, "z", "k", "n", "v"})
@@ -75,15 +82,7 @@ def _unb85(text: object, run_id: str) -> bytes:
     try:
         return base64.b85decode(str(text))
     except ValueError:
-        raise _damaged(run_id, "its payload is not base85") from None
-
-
-def _damaged(run_id: str, why: str) -> CorruptCheckpointError:
-    return CorruptCheckpointError(
-        f"run {run_id!r}: an encoded value is damaged ({why}); it was not used and nothing "
-        "was overwritten. Restore the run, or delete it to start over",
-        run_id=run_id,
-    )
+        raise damaged_value(run_id, "its payload is not base85") from None
 
 
 class Keyring:
@@ -190,7 +189,7 @@ def _decompress(kind: object, data: bytes, run_id: str) -> bytes:
     if kind == "gzip":
         return gzip.decompress(data)
     if kind != "zstd":
-        raise _damaged(run_id, f"it names an unknown compression {kind!r}")
+        raise damaged_value(run_id, f"it names an unknown compression {kind!r}")
     try:
         import zstandard
     except ImportError:
@@ -252,7 +251,7 @@ class ValueCodec:
         try:
             return json.loads(payload)
         except ValueError:
-            raise _damaged(run_id, "it does not decode to JSON") from None
+            raise damaged_value(run_id, "it does not decode to JSON") from None
 
     def _open(self, stored: dict[str, Any], payload: bytes, where: bytes, run_id: str) -> bytes:
         key_id = str(stored["k"])
@@ -264,21 +263,11 @@ class ValueCodec:
         try:
             return bytes(self._aead(key).decrypt(_unb85(stored.get("n"), run_id), payload, where))
         except InvalidTag:
-            raise _damaged(
+            raise damaged_value(
                 run_id,
                 f"it does not authenticate under key {key_id!r}: altered, or copied "
                 "from another run or key",
             ) from None
-
-
-def missing_key(run_id: str, key_id: str) -> CodecError:
-    return CodecError(
-        f"run {run_id!r} holds values encrypted with key {key_id!r}, which this store does not "
-        "have; nothing was read or written. Configure that key (DURABLE_KEY with "
-        "DURABLE_KEY_ID, or DURABLE_KEYS_FILE for old keys)",
-        run_id=run_id,
-        key_id=key_id,
-    )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .document import dumps
-from .state import Delta, Records, call_key, is_record, note_lengths, noted_length
+from .state import CallRecords, Delta, call_key, is_record, note_lengths, noted_length
 
 
 class Sizes(NamedTuple):
@@ -87,7 +87,7 @@ def _calls(
     """The journal's member (empty when unchanged) and its size after."""
     if calls is known:
         return b"", size
-    if known is not None and isinstance(calls, Records) and calls.base is known:
+    if known is not None and isinstance(calls, CallRecords) and calls.base is known:
         # The runner's journal says what it added to the one stored: no pass over it.
         return _added(calls.added, calls.replaced, len(calls.base), len(calls), size)
     if known is not None:

@@ -229,6 +229,24 @@ def delete_conflict(run_id: str) -> ConflictError:
     )
 
 
+def damaged_value(run_id: str, why: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"run {run_id!r}: an encoded value is damaged ({why}); it was not used and nothing "
+        "was overwritten. Restore the run, or delete it to start over",
+        run_id=run_id,
+    )
+
+
+def missing_key(run_id: str, key_id: str) -> CodecError:
+    return CodecError(
+        f"run {run_id!r} holds values encrypted with key {key_id!r}, which this store does not "
+        "have; nothing was read or written. Configure that key (DURABLE_KEY with "
+        "DURABLE_KEY_ID, or DURABLE_KEYS_FILE for old keys)",
+        run_id=run_id,
+        key_id=key_id,
+    )
+
+
 # -- control flow, not errors; never leave the library -----------------------------------
 
 

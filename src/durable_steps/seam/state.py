@@ -227,10 +227,10 @@ def noted_length(state: Mapping[str, Any], key: str) -> int | None:
 
 def is_checked(state: object) -> bool:
     """True for a state that went through ``freeze`` (a store need not walk it again)."""
-    return isinstance(state, FrozenDict | Records)
+    return isinstance(state, FrozenDict | CallRecords)
 
 
-class Records(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
+class CallRecords(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
     """The running step's journal as the runner keeps it: frozen records in the order
     of their index. Like ``FrozenState`` it remembers what it was made from -- the
     journal ``base``, the records it ``added`` there, those they ``replaced`` -- so a
@@ -242,15 +242,15 @@ class Records(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], ...]
     added: tuple[Any, ...]
     replaced: tuple[Any, ...]
 
-    def plus(self, record: Mapping[str, Any]) -> Records:
+    def plus(self, record: Mapping[str, Any]) -> CallRecords:
         """These records with ``record`` (frozen) added, or in place of the one of its
         key (``call_key``)."""
         key = call_key(record)
         if not self or call_key(self[-1]) < key:
-            return records(self + (record,), self, (record,), ())  # noqa: RUF005 - one memcpy
+            return call_records(self + (record,), self, (record,), ())  # noqa: RUF005 - one memcpy
         old = tuple(r for r in self if call_key(r) == key)
         ordered = sorted([*(r for r in self if call_key(r) != key), record], key=call_key)
-        return records(ordered, self, (record,), old)
+        return call_records(ordered, self, (record,), old)
 
 
 def call_key(record: Mapping[str, Any]) -> tuple[str, int]:
@@ -276,18 +276,18 @@ def forget_base(calls: Sequence[Mapping[str, Any]]) -> None:
     """Note that ``calls`` is now the stored journal: what it was made from is needed no
     more (kept, each journal would hold every earlier one of the step: memory growing
     with the square of its calls)."""
-    if isinstance(calls, Records):
+    if isinstance(calls, CallRecords):
         calls.base, calls.added, calls.replaced = None, (), ()
 
 
-def records(
+def call_records(
     items: Iterable[Mapping[str, Any]],
     base: tuple[Any, ...] | None = None,
     added: tuple[Any, ...] = (),
     replaced: tuple[Any, ...] = (),
-) -> Records:
-    """A ``Records`` of frozen records (see there)."""
-    new = Records(items)
+) -> CallRecords:
+    """A ``CallRecords`` of frozen records (see there)."""
+    new = CallRecords(items)
     new.base, new.added, new.replaced = base, added, replaced
     return new
 

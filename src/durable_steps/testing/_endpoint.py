@@ -86,7 +86,7 @@ class CosmosEndpoint:
         if partition_key is None:
             new.create(30)
             return new
-        from azure.cosmos import PartitionKey
+        from ..stores.cosmos.sdk import PartitionKey
 
         with self._client() as client:
             database = client.get_database_client(self.database)
@@ -103,8 +103,7 @@ class CosmosEndpoint:
             client.delete_database(self.database)
 
     def _client(self) -> Any:
-        from azure.cosmos import CosmosClient
-        from azure.identity import DefaultAzureCredential
+        from ..stores.cosmos.sdk import CosmosClient, DefaultAzureCredential
 
         return CosmosClient(
             self.endpoint,

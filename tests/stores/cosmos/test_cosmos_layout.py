@@ -302,7 +302,7 @@ def test_the_segments_of_a_completed_run_expire_after_its_head(cosmos: Cosmos, r
 
 
 def test_a_signal_or_a_cancellation_writes_the_head_only(cosmos: Cosmos, run_id: str) -> None:
-    """A change from outside (``runner.outside``) leaves the state alone: the run's
+    """A change from outside (``runner.changes``) leaves the state alone: the run's
     segments stay as they were, and the state loads unchanged."""
     with cosmos.store() as store:
         steps = [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": KB5}) for i in range(3)]

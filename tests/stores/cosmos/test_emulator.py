@@ -174,7 +174,7 @@ API = "1.45"
 class FakeEngine:
     """A Docker engine API on a unix socket: /_ping and /version answer; images listed
     in ``present`` exist; every pull fails as a registry without the tag does; every
-    container create fails. Records the requests it got."""
+    container create fails. CallRecords the requests it got."""
 
     def __init__(self, present: tuple[str, ...] = ()) -> None:
         self.present = set(present)

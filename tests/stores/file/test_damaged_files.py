@@ -92,7 +92,7 @@ def test_a_first_record_naming_another_run_does_not_claim_the_file(
 
 
 def test_garbage_is_listed_by_its_file_name(store: ds.FileStore) -> None:
-    """A file that is not a journal at all (random bytes) cannot tell its run."""
+    """A file that is not a log at all (random bytes) cannot tell its run."""
     store.save(ds.Checkpoint("ok", -1, {}))
     junk = store.file_for("junk")
     junk.write_bytes(bytes(range(256)) * 4)

@@ -19,7 +19,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps.seam.state import frozen_state, mark_stored
-from durable_steps.stores.file import fileio, journal, platform
+from durable_steps.stores.file import fileio, platform, runfile
 from durable_steps.stores.file import store as file_store
 
 
@@ -120,7 +120,7 @@ def test_a_failed_new_file_leaves_no_temp_and_the_old_checkpoint(
     synced or renamed leaves the previous checkpoint and no temp file; the same for a new
     run, which then has no checkpoint."""
     cp = first(store)
-    monkeypatch.setattr(journal, "compact_at", lambda base: 0)  # every save: a new snapshot
+    monkeypatch.setattr(runfile, "compact_at", lambda base: 0)  # every save: a new snapshot
     broken = fail(errno.ENOSPC)
     if where == "write":
         monkeypatch.setattr(fileio.os, "write", broken)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import durable_steps as ds
-from durable_steps.stores.file import journal
+from durable_steps.stores.file import runfile
 from durable_steps.stores.file import store as file_store
 
 IDS = ["...", "..x", "Run-A", "run-a", "ünïcødé-✓-検索", "x" * 255, "ü" * 255, "%2e%2e", "~root"]
@@ -183,7 +183,7 @@ def test_the_next_new_file_of_a_run_replaces_its_crashed_temp(
 ) -> None:
     """A run's temp file has one name, so a crashed compaction's leftover is overwritten
     (then renamed) by the run's next compaction: no pile-up, whatever the crashes."""
-    monkeypatch.setattr(journal, "compact_at", lambda base: 0)  # every save: a new snapshot
+    monkeypatch.setattr(runfile, "compact_at", lambda base: 0)  # every save: a new snapshot
     cp = store.save(ds.Checkpoint("r", -1, {}))
     target = store.file_for("r")
     tmp = target.with_name(f".tmp-{target.name}")
@@ -208,7 +208,7 @@ def test_a_file_of_the_earlier_layout_loads_lists_and_migrates(store: ds.FileSto
     (info,) = store.list_runs()
     assert (info.run_id, info.etag, info.step_name, info.error) == ("old", "e" * 24, "a", None)
     saved = store.save(replace(cp, step=1, steps=("a", "b"), state={**cp.state, "b": 2}))
-    assert journal.is_journal(target.read_bytes())
+    assert runfile.is_log(target.read_bytes())
     again = store.load("old")
     assert again is not None
     assert (again.etag, again.state, again.steps) == (saved.etag, {"a": [1, 2], "b": 2}, ("a", "b"))

@@ -1,7 +1,7 @@
 """The journal against real process death: over a thousand SIGKILLs spread over the save
 path (appends, their fdatasync, cutting a torn tail off, and every stage of writing a new
 snapshot), each followed by a load that must give the last acknowledged step or the one
-after, with exactly the state those steps made. The work runs in tests/helpers/journal_server.py,
+after, with exactly the state those steps made. The work runs in tests/helpers/runfile_server.py,
 a fork server, so that a thousand processes cost seconds."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SERVER = str(Path(__file__).parents[2] / "helpers" / "journal_server.py")
+SERVER = str(Path(__file__).parents[2] / "helpers" / "runfile_server.py")
 
 
 @pytest.mark.slow

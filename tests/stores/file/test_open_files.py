@@ -18,7 +18,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps.seam.state import frozen_state, mark_stored
-from durable_steps.stores.file import journal, open_files
+from durable_steps.stores.file import open_files, runfile
 from durable_steps.stores.file import store as file_store
 
 
@@ -73,7 +73,7 @@ def test_a_file_replaced_by_another_store_is_not_written_through_the_kept_one(
     other = ds.FileStore(store.path)
     loaded = other.load("r")
     assert loaded is not None
-    monkeypatch.setattr(journal, "compact_at", lambda base: 0)  # its save: a new snapshot
+    monkeypatch.setattr(runfile, "compact_at", lambda base: 0)  # its save: a new snapshot
     theirs = advance(other, loaded, b=2)
     monkeypatch.undo()
     with pytest.raises(ds.ConflictError):  # the kept file's end says cp.etag: not trusted
@@ -95,7 +95,7 @@ def test_a_hard_link_to_the_old_file_does_not_fool_the_store(
     other = ds.FileStore(store.path)
     loaded = other.load("r")
     assert loaded is not None
-    monkeypatch.setattr(journal, "compact_at", lambda base: 0)
+    monkeypatch.setattr(runfile, "compact_at", lambda base: 0)
     theirs = advance(other, loaded, b=2)
     monkeypatch.undo()
     ours = advance(store, theirs, c=3)

@@ -25,7 +25,7 @@ from ...seam.checkpoint import Checkpoint, head_of
 from ...seam.document import from_document, head_document
 from ...seam.errors import corrupt_error
 from ...seam.rules import check_run_id, head_etag
-from . import segments as sg
+from . import segments
 from .items import Known, as_stored
 from .plan import SavePlan, plan_head
 from .programs import OPEN, Program
@@ -51,9 +51,9 @@ class HeadPrograms(Saves):
         self._items.read(
             run_id,
             head,
-            sizes=sg.sizes_of(head),
+            sizes=segments.sizes_of(head),
             chain=chain,
-            fold=sg.fold_of(head),
+            fold=segments.fold_of(head),
             until=_until(head),
             calls=cp.calls if chain is None else None,
         )
@@ -91,7 +91,9 @@ class HeadPrograms(Saves):
             if data is None:
                 return None
             chain = self._chain(cp.run_id, data)
-            known = Known("", {}, 0, sg.sizes_of(data), chain, sg.fold_of(data), _until(data))
+            known = Known(
+                "", {}, 0, segments.sizes_of(data), chain, segments.fold_of(data), _until(data)
+            )
         return plan_head(self._items, cp, doc, known, data, legacy=self._legacy)
 
     def _version(self, cp: Checkpoint) -> Program[dict[str, Any]]:
@@ -103,9 +105,9 @@ class HeadPrograms(Saves):
         self._read_head(cp.run_id, head)
         return head
 
-    def _chain(self, run_id: str, head: dict[str, Any]) -> sg.Chain | None:
+    def _chain(self, run_id: str, head: dict[str, Any]) -> segments.Chain | None:
         try:
-            return sg.chain_of(head)
+            return segments.chain_of(head)
         except (TypeError, ValueError) as exc:
             raise corrupt_error(run_id, f"{self._where} item {run_id!r}", str(exc)) from None
 

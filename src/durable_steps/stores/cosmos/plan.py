@@ -20,7 +20,7 @@ from ...seam.checkpoint import Checkpoint
 from ...seam.document import to_document
 from ...seam.rules import check_size
 from ...seam.state import delta_since
-from . import segments as sg
+from . import segments
 from .items import Items, Known, Write
 
 _LEGACY_TOO_LARGE = (
@@ -88,7 +88,7 @@ def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> Save
     cp, doc = p.cp, p.doc
     unchanged_state = p.change is not None and not p.change
     head = {k: v for k, v in doc.items() if k not in ("state", "calls")}
-    head |= {"id": cp.run_id, "nonce": sg.nonce()}
+    head |= {"id": cp.run_id, "nonce": segments.nonce()}
     if legacy:  # the earlier layout, as it was: one item, whole
         body = {**doc, "id": cp.run_id}
         if items.finished_ttl is not None and cp.done:
@@ -124,15 +124,15 @@ class _Planner:
             return self._head_only(chain)
         if (
             chain is None
-            and self.data <= sg.INLINE_MAX
+            and self.data <= segments.INLINE_MAX
             and (known is not None or self.cp.etag is None)
         ):
             return self._inline(change is not None and not change, None)
         if chain is not None and not expire:
-            data = sg.blob(parts)
+            data = segments.blob(parts)
             log = chain.log + len(data)
-            outweighs = log > sg.FOLD_RATIO * self.data and log > sg.FOLD_MIN
-            if chain.count < sg.MAX_DELTAS and not outweighs:
+            outweighs = log > segments.FOLD_RATIO * self.data and log > segments.FOLD_MIN
+            if chain.count < segments.MAX_DELTAS and not outweighs:
                 return self._delta(chain, json.loads(data), data)
         if change is not None or stored is not None:
             parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
@@ -147,12 +147,12 @@ class _Planner:
         if self.until is not None:
             # The segments it needs expire then (written by a store with finished_ttl):
             # the head goes before them, whatever this store's own finished_ttl.
-            left = max(1, round(self.until - time.time()) - sg.TTL_MARGIN)
+            left = max(1, round(self.until - time.time()) - segments.TTL_MARGIN)
             body["ttl"] = left if self.ttl is None else min(self.ttl, left)
             body["until"] = self.until
         return self.items.write(self.cp, body, partial=partial, too_large=_HEAD_TOO_LARGE)
 
-    def _head_only(self, chain: sg.Chain) -> SavePlan:
+    def _head_only(self, chain: segments.Chain) -> SavePlan:
         write = self._write(self.head | chain.fields(), partial=self.patch)
         return SavePlan(write, [], None, self._remember(write, chain=chain, until=self.until))
 
@@ -167,14 +167,14 @@ class _Planner:
         cleanup = None if fold is None else (fold, "")
         return SavePlan(write, [], cleanup, self._remember(write, fold=kept))
 
-    def _delta(self, chain: sg.Chain, change: Any, data: bytes) -> SavePlan:
+    def _delta(self, chain: segments.Chain, change: Any, data: bytes) -> SavePlan:
         """One more segment: the change, in one item or -- larger than an item -- cut
         into several (a step that adds 2.5 MB sends its 2.5 MB, never the state)."""
-        seg = sg.nonce()
-        head = sg.segment_head(
+        seg = segments.nonce()
+        head = segments.segment_head(
             self.cp.run_id, seg, gen=chain.gen, fold=chain.fold, seq=chain.seq + 1, prev=chain.tip
         )
-        found = sg.segment_items(
+        found = segments.segment_items(
             self.items.measure, self.items.escaped, head, change, data, split=True
         )
         assert found is not None  # (split: always items)
@@ -187,20 +187,20 @@ class _Planner:
         before = self.chain.fold if self.chain else self.known.fold if self.known else None
         fold = max(int(time.time() * 1000), (before or 0) + 1)
         self.until = None  # the segments that expire then are superseded
-        if self.data <= sg.INLINE_MAX:
+        if self.data <= segments.INLINE_MAX:
             return self._inline(False, fold)
-        seg = sg.nonce()
-        head = sg.segment_head(self.cp.run_id, seg, gen=seg, fold=fold, seq=0, prev=None)
+        seg = segments.nonce()
+        head = segments.segment_head(self.cp.run_id, seg, gen=seg, fold=fold, seq=0, prev=None)
         if self.ttl is not None:
-            head["ttl"] = self.ttl + sg.TTL_MARGIN
-            self.until = time.time() + self.ttl + sg.TTL_MARGIN
-        data = sg.blob(whole)
+            head["ttl"] = self.ttl + segments.TTL_MARGIN
+            self.until = time.time() + self.ttl + segments.TTL_MARGIN
+        data = segments.blob(whole)
         snapshot = {"state": self.cp.state, "calls": list(self.cp.calls)}
-        found = sg.segment_items(
+        found = segments.segment_items(
             self.items.measure, self.items.escaped, head, snapshot, data, split=True
         )
         assert found is not None
-        chain = sg.Chain(seg, fold, 0, seg, len(data))
+        chain = segments.Chain(seg, fold, 0, seg, len(data))
         write = self._write(self.head | chain.fields(), partial=False)
         # Nothing to supersede on a new run, or on one that never had segments.
         first = self.cp.etag is None or (self.known is not None and before is None)
@@ -228,7 +228,7 @@ def plan_head(
     store does not know, a patch of more than 10 operations, a service that refuses
     them) the whole item is written, with the stored ``data`` (the item read back: its
     ``state`` and ``calls``) -- None asks for it."""
-    body = doc | {"id": cp.run_id, "nonce": sg.nonce()}
+    body = doc | {"id": cp.run_id, "nonce": segments.nonce()}
     ttl = items.finished_ttl if cp.done else None
     chain, until = known.chain, known.until
     if not legacy:
@@ -244,7 +244,7 @@ def plan_head(
     if ttl is not None:
         body["ttl"] = ttl
     if until is not None:
-        left = max(1, round(until - time.time()) - sg.TTL_MARGIN)  # as _Planner._write
+        left = max(1, round(until - time.time()) - segments.TTL_MARGIN)  # as _Planner._write
         body["ttl"] = left if ttl is None else min(ttl, left)
         body["until"] = until
     too_large = _LEGACY_TOO_LARGE if legacy else _HEAD_TOO_LARGE

@@ -25,7 +25,7 @@ from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.document import from_document
 from ...seam.errors import ConfigurationError, CorruptCheckpointError, corrupt_error
 from ...seam.rules import check_run_id, state_limit
-from . import segments as sg
+from . import segments
 from .items import Items, as_stored
 from .listing import row_of, run_info
 from .sdk import (
@@ -131,17 +131,17 @@ class CosmosPrograms:
             return None
         where = f"{self._where} item {run_id!r}"
         try:
-            chain = sg.chain_of(head)
+            chain = segments.chain_of(head)
         except (TypeError, ValueError) as exc:
             raise corrupt_error(run_id, where, str(exc)) from None
         item = head
         if chain is not None:
             try:
-                found = yield SdkCall(QUERY, sg.of_generation(run_id, chain))
+                found = yield SdkCall(QUERY, segments.of_generation(run_id, chain))
             except AzureError as exc:
                 raise translate(exc, self._where) from exc
             try:
-                state, calls = sg.rebuild(run_id, chain, found, where)
+                state, calls = segments.rebuild(run_id, chain, found, where)
             except CorruptCheckpointError:
                 # Another writer may have folded between our head read and the segment
                 # query, deleting the generation we read: that is a race, not damage.
@@ -159,9 +159,9 @@ class CosmosPrograms:
         self._items.read(
             run_id,
             head,
-            sizes=sg.sizes_of(head),
+            sizes=segments.sizes_of(head),
             chain=chain,
-            fold=sg.fold_of(head),
+            fold=segments.fold_of(head),
             until=until if isinstance(until, int | float) else None,
             calls=cp.calls,
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...seam.errors import delete_conflict
 from ...seam.rules import check_run_id
-from . import segments as sg
+from . import segments
 from .programs import OPEN, QUERY, CosmosPrograms, Program, SdkCall, log
 from .sdk import AzureError, MatchConditions, missing_item, status_of, translate
 
@@ -35,7 +35,7 @@ class Removals(CosmosPrograms):
         listed: list[dict[str, Any]] = []
         if not self._legacy:  # listed first: a run created again after the delete keeps its own
             try:
-                listed = yield SdkCall(QUERY, sg.every_segment(run_id))
+                listed = yield SdkCall(QUERY, segments.every_segment(run_id))
             except AzureError as exc:
                 raise translate(exc, self._where) from exc
         kwargs: dict[str, Any] = {"item": run_id, "partition_key": run_id}
@@ -61,7 +61,7 @@ class Removals(CosmosPrograms):
         if self._legacy:
             return 0
         try:
-            found = yield SdkCall(QUERY, sg.older_segments(time.time() - older_than))
+            found = yield SdkCall(QUERY, segments.older_segments(time.time() - older_than))
         except AzureError as exc:
             raise translate(exc, self._where) from exc
         by_run: dict[str, list[dict[str, Any]]] = {}
@@ -69,9 +69,9 @@ class Removals(CosmosPrograms):
             if isinstance(segment.get("run"), str):
                 by_run.setdefault(segment["run"], []).append(segment)
         removed = 0
-        for run_id, segments in by_run.items():
+        for run_id, its in by_run.items():
             head = yield from self._head(run_id)
-            doomed, unsure = unneeded(segments, head)
+            doomed, unsure = unneeded(its, head)
             if unsure and head is not None:
                 doomed += yield from self._off_chain(run_id, head, unsure)
             removed += yield from self._delete_segments(run_id, doomed, "orphaned")
@@ -82,10 +82,10 @@ class Removals(CosmosPrograms):
     ) -> Program[list[dict[str, Any]]]:
         """Those of ``unsure`` (segments of the head's generation) that its chain does
         not reach: one projected query of the generation's links."""
-        chain = sg.chain_of(head)
+        chain = segments.chain_of(head)
         assert chain is not None  # (unneeded() is unsure only of a chain's generation)
         try:
-            found = yield SdkCall(QUERY, sg.links(run_id, chain.gen))
+            found = yield SdkCall(QUERY, segments.links(run_id, chain.gen))
         except AzureError as exc:
             log.warning("run %r: could not read its chain to sweep its segments: %s", run_id, exc)
             return []
@@ -94,9 +94,9 @@ class Removals(CosmosPrograms):
 
 
 def unneeded(
-    segments: list[dict[str, Any]], head: dict[str, Any] | None
+    its: list[dict[str, Any]], head: dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Of a run's segments older than a save can take (``programs.ORPHAN_AGE``), those
+    """Of a run's segments (``its``) older than a save can take (``programs.ORPHAN_AGE``), those
     its head does not need -- and those that only its chain can tell. A segment is
     needed only on the chain from the head's ``tip`` back to its snapshot: not when the
     head is gone or its data is inline, nor when it is of another generation (an
@@ -106,15 +106,15 @@ def unneeded(
     failed save's: the chain tells which (``on_chain``). An unreadable head keeps
     everything, for whoever repairs it."""
     if head is None:
-        return segments, []
+        return its, []
     try:
-        chain = sg.chain_of(head)
+        chain = segments.chain_of(head)
     except (TypeError, ValueError):
         return [], []
     if chain is None:
-        return segments, []
+        return its, []
     doomed, same = [], []
-    for segment in segments:
+    for segment in its:
         seq = segment.get("seq")
         if segment.get("gen") != chain.gen or type(seq) is not int or seq > chain.seq:
             doomed.append(segment)
@@ -129,7 +129,7 @@ def unneeded(
 def on_chain(head: dict[str, Any], found: list[dict[str, Any]]) -> set[str] | None:
     """The nonces of the segments on the head's chain, from ``links``; None when a link
     is missing (a damaged run: nothing of it is touched)."""
-    chain = sg.chain_of(head)
+    chain = segments.chain_of(head)
     if chain is None:
         return set()
     before = {item.get("seg"): item.get("prev") for item in found}

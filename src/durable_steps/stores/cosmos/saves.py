@@ -36,7 +36,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint
 from ...seam.errors import ConflictError
 from ...seam.metering import wrote
-from . import segments as sg
+from . import segments
 from .items import Write
 from .plan import SavePlan, plan, prepare
 from .programs import OPEN, PATCH_REFUSED, QUERY, CosmosPrograms, Program, SdkCall, _read, log
@@ -191,7 +191,7 @@ class Saves(CosmosPrograms):
         """After a fold: delete the segments it superseded. A failure only leaves them
         for the next fold (or ``prune``)."""
         try:
-            found = yield SdkCall(QUERY, sg.superseded(run_id, fold, gen))
+            found = yield SdkCall(QUERY, segments.superseded(run_id, fold, gen))
         except AzureError as exc:
             log.warning("run %r: could not list superseded segments: %s", run_id, exc)
             return

@@ -1,13 +1,13 @@
 """FileStore's listing, and the files in runs/ that no run can claim.
 
 A listing reads the directory once (names only), then one file at a time: the
-last record's TAIL and fields (``journal_tail.last_meta``), never the state, so its
+last record's TAIL and fields (``runfile_tail.last_meta``), never the state, so its
 cost per run does not grow with the state. Only a file whose end is torn, or an
 earlier version's whole document, is read in full. Filters apply as it goes, and
 it stops at ``limit``. It never aborts: a directory is skipped, a file deleted
 meanwhile too, and a file it cannot read (damaged, foreign, unreadable, naming
 another run) is an entry with ``error`` set, under its run id where the file can
-still tell it (``claimed_by``: a journal whose first record's fields are intact,
+still tell it (``claimed_by``: a log whose first record's fields are intact,
 naming the run the file's name was made for), else under the file's name -- which
 ``load`` and ``delete`` accept (``unreadable_file``), so every entry has a way
 out. Temp files of crashed saves met on the way are removed under a non-blocking
@@ -37,7 +37,7 @@ from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.document import from_document, info_of, info_of_meta, loads
 from ...seam.errors import DurableError, corrupt_error
 from ...seam.rules import RunFilter
-from . import fileio, journal, journal_tail, platform
+from . import fileio, platform, runfile, runfile_tail
 from .fileio import os_error, read_file
 from .platform import BINARY
 
@@ -107,9 +107,9 @@ def entry_of(d: RunsDir, path: Path) -> RunInfo | None:
 def claimed_by(d: RunsDir, path: Path, fd: int) -> str | None:
     """The run a file belongs to, as its first record's fields say, if they can be read
     and name the run whose id the file's name was made from (its hash): so a damaged
-    journal is reported by its run id. None when the file cannot tell."""
+    log is reported by its run id. None when the file cannot tell."""
     try:
-        meta = journal_tail.first_meta(fd, _META_LIMIT)
+        meta = runfile_tail.first_meta(fd, _META_LIMIT)
         fields = json.loads(meta) if meta is not None else None
         run_id = fields.get("run_id") if isinstance(fields, dict) else None
         return run_id if isinstance(run_id, str) and d.file_for(run_id) == path else None
@@ -119,8 +119,8 @@ def claimed_by(d: RunsDir, path: Path, fd: int) -> str | None:
 
 def _read_entry(d: RunsDir, fd: int, size: int, path: Path) -> RunInfo:
     found = None
-    if journal.is_journal(fileio.read_at(fd, 0, 1)):
-        found = journal_tail.last_meta(fd, size)
+    if runfile.is_log(fileio.read_at(fd, 0, 1)):
+        found = runfile_tail.last_meta(fd, size)
     if found is None:  # a torn end, or an earlier version's file: read it all
         name = claimed_by(d, path, fd)  # (its errors name the run, if the file tells it)
         return info_of(decode_file(d, path, fileio.read_all(fd), name), size)
@@ -133,7 +133,7 @@ def _read_entry(d: RunsDir, fd: int, size: int, path: Path) -> RunInfo:
 def decode_file(d: RunsDir, path: Path, data: bytes, name: str | None = None) -> Checkpoint:
     """The checkpoint in a file found in runs/, whose run id only the file can tell
     (``name``: the run its errors name, if known; else the file's name)."""
-    doc, etag, _ = journal.parse(data, name or path.name, str(path))
+    doc, etag, _ = runfile.parse(data, name or path.name, str(path))
     run_id = doc.get("run_id") if isinstance(doc, dict) else None
     _check_names(d, path, run_id)
     assert isinstance(run_id, str)

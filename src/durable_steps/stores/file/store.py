@@ -1,21 +1,21 @@
-"""FileStore: checkpoints as one journal per run in a local directory.
+"""FileStore: checkpoints as one log per run in a local directory.
 
 Layout::
 
-    PATH/runs/<slug>-<hash>.json       the run's file: a journal, or one whole JSON
+    PATH/runs/<slug>-<hash>.json       the run's file: a log of records, or one whole JSON
                                        document if an earlier version wrote it
     PATH/runs/.tmp-<slug>-<hash>.json  that file's next version while it is written
     PATH/locks/<00..ff>.lock           lock stripes that serialise the writers of a run
 
 The run file's format, the torn-tail rule, compaction, what a save syncs and
-what is promised: ``journal``; reading a file's head and tail: ``journal_tail``.
+what is promised: ``runfile``; reading a file's head and tail: ``runfile_tail``.
 Durable new files, private modes, bytes at an offset and the ``StoreError`` an
 ``OSError`` becomes: ``fileio``. Listing, and files that no run claims: ``listing``.
 The files kept open between saves: ``open_files``. Locks, syncs and renames per
 operating system: ``platform``.
 
 A save (``_save_locked``) appends its record, or writes a new snapshot file when
-the run has no journal yet or when the journal has outgrown ``compact_at``. It
+the run has no log yet or when its log has outgrown ``compact_at``. It
 touches its run's file and one lock file, whatever the number of runs. The
 temporary file has one name per run file, used only under that run's lock, so a
 crashed save's leftover is replaced by the run's next new file or removed by a

@@ -1,8 +1,8 @@
 """What a FileStore save writes under its run's stripe lock, and what the store knows
 of each run's file meanwhile (``Known``: etag, file length, first record's length,
 step names, signals, sizes, journal). ``FileStore`` holds the lock and the files
-(``open_files``); a ``Writer`` reads the file's end (``journal_tail``), compares the
-etag, and appends a record or writes a new snapshot file (``journal``, ``fileio``).
+(``open_files``); a ``Writer`` reads the file's end (``runfile_tail``), compares the
+etag, and appends a record or writes a new snapshot file (``runfile``, ``fileio``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ...seam.document import dumps, from_document
 from ...seam.errors import conflict
 from ...seam.rules import check_size
 from ...seam.state import delta_since, is_checked
-from . import fileio, journal, journal_tail, platform
+from . import fileio, platform, runfile, runfile_tail
 from .fileio import UNSURE, atomic_write, os_error
 from .open_files import RunFile, Stripe
 
@@ -34,7 +34,7 @@ class Known(NamedTuple):
     base: int
     steps: tuple[str, ...]
     signals: object  # frozen signals as they are, others as JSON (see signals_key)
-    sizes: journal.Sizes | None
+    sizes: runfile.Sizes | None
     calls: tuple[Any, ...] | None = None  # the journal as written (None: unknown)
 
 
@@ -42,10 +42,10 @@ class End(NamedTuple):
     """The end of a run's file as a writer finds it under the lock."""
 
     etag: str | None
-    end: int | None  # None: a whole document of an earlier version, not a journal
+    end: int | None  # None: a whole document of an earlier version, not a log
     size: int
     base: int
-    sizes: journal.Sizes | None = None
+    sizes: runfile.Sizes | None = None
 
 
 class Writer:
@@ -64,7 +64,7 @@ class Writer:
     def save_head(
         self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any]
     ) -> int | None:
-        """Append the head record; None when the file is not a journal whose last record
+        """Append the head record; None when the file is not a log whose last record
         has sizes (an earlier version's): then the save is made whole."""
         path = str(target)
         file = stripe.open_run(path)
@@ -74,7 +74,7 @@ class Writer:
                 raise conflict(cp.run_id, cp.etag, end is None)
             if file is None or end is None or end.end is None or end.sizes is None:
                 return None
-            record, sizes = journal.head_record(doc, end.sizes)
+            record, sizes = runfile.head_record(doc, end.sizes)
             self.append(file.fd, record, end, cp.run_id, target)
             new_end = end.end + len(record)
             stripe.appended(path, new_end, doc["etag"])
@@ -88,7 +88,7 @@ class Writer:
     def save(
         self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
     ) -> int:
-        meta = journal.meta_of(doc)
+        meta = runfile.meta_of(doc)
         path = str(target)
         file = stripe.open_run(path)
         try:
@@ -99,7 +99,7 @@ class Writer:
             if known is not None and known.etag != cp.etag:
                 known = None
             if file is not None and end is not None and end.end is not None:
-                body, sizes = journal.body(
+                body, sizes = runfile.body(
                     doc,
                     delta_since(cp.state, cp.etag),
                     None if known is None else known.steps,
@@ -113,9 +113,9 @@ class Writer:
                     check_size(cp.run_id, sizes.state + sizes.calls, self.max_state_bytes)
                     meta["sizes"] = sizes
                     m = dumps(meta)
-                    record = journal.frame(m, body, doc["etag"])
-                    base = journal.snapshot_length(len(m), sizes)
-                if sizes is not None and end.end + len(record) <= journal.compact_at(base):
+                    record = runfile.frame(m, body, doc["etag"])
+                    base = runfile.snapshot_length(len(m), sizes)
+                if sizes is not None and end.end + len(record) <= runfile.compact_at(base):
                     self.append(file.fd, record, end, cp.run_id, target)
                     new_end = end.end + len(record)
                     stripe.appended(path, new_end, doc["etag"])
@@ -128,11 +128,11 @@ class Writer:
             stripe.done(file)
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
-        body, whole = journal.body(doc, None, None, True, None)
+        body, whole = runfile.body(doc, None, None, True, None)
         assert whole is not None  # every part written whole is measured
         check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
         meta["sizes"] = whole
-        snapshot = journal.frame(dumps(meta), body, doc["etag"])
+        snapshot = runfile.frame(dumps(meta), body, doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
         self.remember(cp.run_id, Known(doc["etag"], size, size, cp.steps, signals, whole, cp.calls))
@@ -151,20 +151,20 @@ class Writer:
             and known.end == size
             and (
                 (file is not None and file.written == (size, known.etag))
-                or journal_tail.tail_etag(fd, size) == known.etag
+                or runfile_tail.tail_etag(fd, size) == known.etag
             )
         ):
             return End(known.etag, size, size, known.base, known.sizes)
-        base = journal_tail.first_length(fd)
+        base = runfile_tail.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
             doc, etag, _ = parse(fileio.read_all(fd), run_id, str(target))
             return End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
-        last = journal_tail.last_record(fd, size)
+        last = runfile_tail.last_record(fd, size)
         if last is not None:
-            return End(last.etag, size, size, base, journal.sizes_of(last.meta))
-        records = journal.scan(fileio.read_all(fd), run_id, str(target))
+            return End(last.etag, size, size, base, runfile.sizes_of(last.meta))
+        records = runfile.scan(fileio.read_all(fd), run_id, str(target))
         last = records[-1]
-        return End(last.etag, last.end, size, base, journal.sizes_of(last.meta))
+        return End(last.etag, last.end, size, base, runfile.sizes_of(last.meta))
 
     def append(self, fd: int, record: bytes, end: End, run_id: str, target: Path) -> None:
         assert end.end is not None
@@ -192,11 +192,11 @@ class Writer:
 
 
 def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, Known | None]:
-    """A run file's document and etag; for a journal also what a writer needs to know."""
-    doc, etag, records = journal.parse(data, run_id, where)
+    """A run file's document and etag; for a log also what a writer needs to know."""
+    doc, etag, records = runfile.parse(data, run_id, where)
     if not records:
         return doc, etag, None
-    last, sizes = records[-1], journal.sizes_of(doc)  # doc: the last record's meta and more
+    last, sizes = records[-1], runfile.sizes_of(doc)  # doc: the last record's meta and more
     return doc, etag, Known(last.etag, last.end, records[0].end, (), b"", sizes)
 
 

@@ -1,7 +1,7 @@
 """The journal kill loop: a fork server that imports durable-steps once and forks one
 worker per trial, so a thousand real SIGKILLs fit in seconds.
 
-    python tests/helpers/journal_server.py STORE_DIR SEED TRIALS
+    python tests/helpers/runfile_server.py STORE_DIR SEED TRIALS
 
 Each worker runs a 60-step workflow (new keys, an extended list, replaced values; a
 compaction every few saves) from where the last one died, and is SIGKILLed either by
@@ -32,12 +32,12 @@ from typing import Any
 
 import durable_steps as ds
 from durable_steps.runner import telemetry
-from durable_steps.stores.file import journal, platform
+from durable_steps.stores.file import platform, runfile
 
 N = 60
 NAMES = [f"s{i}" for i in range(N)]
 # compact every few saves whatever the state's size, so kills land inside compactions
-journal.COMPACT_MIN, journal.COMPACT_RATIO = 1000, 1.5
+runfile.COMPACT_MIN, runfile.COMPACT_RATIO = 1000, 1.5
 telemetry._tracing()  # its lazy imports, done once here instead of in every worker
 
 

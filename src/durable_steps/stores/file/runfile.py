@@ -1,4 +1,4 @@
-"""A run file as a journal: the record format, replay, and the torn-tail rule.
+"""A run file as a log of records: the record format, replay, and the torn-tail rule.
 
 Layout. A run file is a sequence of records. The first is a snapshot: the whole
 checkpoint. Each later record is one save: the checkpoint's fields and what
@@ -59,7 +59,7 @@ snapshot measures them.
 
 Writing (``store``). Under the run's stripe lock (``flock``, or ``msvcrt.locking``
 on Windows; across processes and threads): read the etag from the last TAIL
-(``journal_tail``) and compare it (the last record is checked in full unless this store
+(``runfile_tail``) and compare it (the last record is checked in full unless this store
 wrote or read it; nothing is read when this store's own last append went through
 the file it keeps open, which is still the run's file and as long as it left it,
 see ``open_files``; the whole file is read only after a torn save); cut a torn tail
@@ -153,7 +153,7 @@ def sizes_of(meta: object) -> Sizes | None:
     return None
 
 
-def is_journal(first: bytes) -> bool:
+def is_log(first: bytes) -> bool:
     return first[:1] == RS
 
 
@@ -331,7 +331,7 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
 def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[Record] | None]:
     """A run file's document (for ``document.from_document``), its etag, and its records
     (None for an earlier version's whole document)."""
-    if not is_journal(data):
+    if not is_log(data):
         doc = loads(data, run_id, where)
         etag = doc.get("etag") if isinstance(doc, dict) else None
         return doc, etag if isinstance(etag, str) else None, None

@@ -11,7 +11,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps.seam.state import frozen_state
-from durable_steps.stores.file import fileio, journal
+from durable_steps.stores.file import fileio, runfile
 
 from ...helpers.journals import Saved, advance, history, same
 
@@ -48,7 +48,7 @@ def test_a_log_cut_at_any_byte_of_its_last_records_loads_the_last_whole_one(
     assert cp is not None
     cp = advance(other, replace(cp, state=frozen_state(cp.state, "r", stored_as=cp.etag)), {"z": 1})
     assert same(ds.FileStore(other.path).load("r"), cp)
-    assert target.read_bytes().startswith(data[: saved[-2].end] + journal.RS)
+    assert target.read_bytes().startswith(data[: saved[-2].end] + runfile.RS)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def test_zeros_or_garbage_after_the_last_record_are_a_torn_tail(
     assert cp is not None
     fresh.save(replace(cp, attempt=cp.attempt + 1, updated_at=None))
     data = target.read_bytes()
-    new = journal.record_at(data, saved[-1].end)
+    new = runfile.record_at(data, saved[-1].end)
     assert new is not None
     assert new.end == len(data)  # the torn bytes are gone, the new record follows
     loaded = ds.FileStore(store.path).load("r")
@@ -134,7 +134,7 @@ def test_records_with_valid_checksums_but_bad_fields_are_corrupt(store: ds.FileS
     """A well-framed record that does not make sense (extends a key that is no list) is
     damage, whatever its checksums say."""
     store.save(ds.Checkpoint("r", -1, {"a": 1}))
-    bad = journal.encode(
+    bad = runfile.encode(
         {"schema": 2, "run_id": "r", "status": "running", "step": -1, "attempt": 1},
         {"extend": {"a": [2]}},
         "f" * 24,

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError
-from .claim import not_found
+from .errors import not_found
 from .requests import LoadHead, Request, SaveHead, Sleep
 
 _TRIES = 20

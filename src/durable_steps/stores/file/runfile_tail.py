@@ -1,6 +1,6 @@
 """A run file's head and tail, read without the rest: what a save needs to check
 before it appends (``store``) and what a listing needs to show a run without reading
-its state (``listing``). The record format these read is ``journal``'s; the bytes
+its state (``listing``). The record format these read is ``runfile``'s; the bytes
 come through ``fileio``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import zlib
 
 from . import fileio
-from .journal import HEAD, HEAD_RE, TAIL, TAIL_RE, Record, record_at
+from .runfile import HEAD, HEAD_RE, TAIL, TAIL_RE, Record, record_at
 
 
 def first_length(fd: int) -> int | None:

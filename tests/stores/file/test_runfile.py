@@ -16,7 +16,7 @@ import pytest
 import durable_steps as ds
 from durable_steps.seam import delta, document
 from durable_steps.seam.state import freeze, frozen_state
-from durable_steps.stores.file import fileio, journal
+from durable_steps.stores.file import fileio, runfile
 from durable_steps.stores.file import writer as file_writer
 
 from ...helpers.journals import advance, history, same
@@ -31,7 +31,7 @@ def test_records_replay_to_every_saved_checkpoint(store: ds.FileStore) -> None:
     assert fresh is not None
     assert fresh.state["messages"] == ["hi", {"role": "tool"}, "bye"]
     data = store.file_for("r").read_bytes()
-    assert data.count(journal.RS) == len(saved)
+    assert data.count(runfile.RS) == len(saved)
 
 
 def test_a_save_writes_its_changes_not_the_state(store: ds.FileStore) -> None:
@@ -114,7 +114,7 @@ def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
 
 def last_sizes(store: ds.FileStore, run_id: str = "r") -> Any:
     data = store.file_for(run_id).read_bytes()
-    return json.loads(journal.scan(data, run_id, "test")[-1].meta).get("sizes")
+    return json.loads(runfile.scan(data, run_id, "test")[-1].meta).get("sizes")
 
 
 def exact_sizes(cp: ds.Checkpoint) -> list[int]:
@@ -203,20 +203,20 @@ def test_a_state_that_shrinks_is_compacted_to_its_new_size(store: ds.FileStore) 
     assert store.file_for("r").stat().st_size < 2_000
     for i in range(200):
         cp = advance(store, cp, {"i": i})
-        assert store.file_for("r").stat().st_size <= journal.COMPACT_MIN + 1_000
+        assert store.file_for("r").stat().st_size <= runfile.COMPACT_MIN + 1_000
     assert same(ds.FileStore(store.path).load("r"), cp)
 
 
 def test_a_journal_of_the_earlier_version_is_rewritten_with_sizes_by_its_next_save(
     store: ds.FileStore,
 ) -> None:
-    """Records without sizes (as version 0.1 wrote them) load; the next save writes a
+    """CallRecords without sizes (as version 0.1 wrote them) load; the next save writes a
     snapshot, which measures the sizes (so the state size limit holds from that save
     on), and every record after it carries them and is appended."""
     doc = document.to_document(ds.Checkpoint("r", -1, {"blob": "b" * 20_000}), etag="a" * 24)
-    meta = journal.meta_of(doc)
+    meta = runfile.meta_of(doc)
     meta["schema"] = 2
-    old = journal.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
+    old = runfile.encode(meta, {k: doc[k] for k in ("state", "steps", "signals")}, "a" * 24)
     target = store.file_for("r")
     target.write_bytes(old)
     loaded = store.load("r")
@@ -250,7 +250,7 @@ def test_a_record_too_large_for_its_length_field_is_refused_before_io(
     and the stored checkpoint stays as it was (the limit is lowered here to test it)."""
     cp = store.save(ds.Checkpoint("r", -1, {"a": 1}))
     before = store.file_for("r").read_bytes()
-    monkeypatch.setattr(journal, "MAX_RECORD", 1000)
+    monkeypatch.setattr(runfile, "MAX_RECORD", 1000)
     with pytest.raises(ds.StateTooLargeError, match="does not fit a FileStore record"):
         store.save(replace(cp, state={"a": "x" * 2000}))
     assert store.file_for("r").read_bytes() == before
