@@ -26,7 +26,7 @@ if sys.platform == "win32":  # pragma: no cover
 import fcntl  # after the skip: Windows has none
 
 import durable_steps as ds
-from durable_steps.stores.file import journal, platform
+from durable_steps.stores.file import platform, runfile
 
 from ...helpers.fake_msvcrt import fake_msvcrt
 
@@ -75,7 +75,7 @@ def test_windows_locks_through_msvcrt_and_skips_what_windows_lacks(
 ) -> None:
     """The Windows path: one byte of the stripe file locked from position 0 and unlocked
     before close; fsync for data (no fdatasync), no directory sync, no chmod."""
-    monkeypatch.setattr(journal, "COMPACT_MIN", 600)  # compactions (renames) too
+    monkeypatch.setattr(runfile, "COMPACT_MIN", 600)  # compactions (renames) too
     store = ds.FileStore(tmp_path)
     cp = a_life(store)
     assert store.delete("r", etag=cp.etag) is True
