@@ -168,9 +168,11 @@ def _cannot_run(request: pytest.FixtureRequest, reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Debian's Chromium, launched once for the session."""
+    """Debian's Chromium, launched once per module. Not for the session: Playwright's sync
+    API keeps an event loop running in this thread while it is open, which would make
+    every later test's asyncio.run() (or an agent's run_sync) refuse to start."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
