@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote
 
+from ..seam.codec import from_env as codec_from_env
 from ..seam.errors import ConfigurationError, DurableError, MissingExtraError, StoreError
 from ..seam.rules import MAX_STATE_BYTES
 from ..seam.store import AsyncStore, Store
@@ -163,7 +164,7 @@ def _opening(
     url: str, env: Mapping[str, str], create: bool, named_by: str | None = None
 ) -> Opening:
     _flag(env, "DURABLE_CREATE_IF_MISSING")  # a typo is an error whatever the backend
-    return Opening(url, env, create, _max_state_bytes(env), named_by)
+    return Opening(url, env, create, _max_state_bytes(env), named_by, codec_from_env(env))
 
 
 def store_from_env(env: Mapping[str, str] | None = None, *, create: bool = True) -> Store:
@@ -254,6 +255,8 @@ def describe(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     elif described["backend"] != "memory":
         described["url"] = url
     described["max_state_bytes"] = _max_state_bytes(env) or MAX_STATE_BYTES
+    if env.get("DURABLE_CODEC", "").strip():  # (checked: a missing key is named here)
+        described["codec"] = repr(codec_from_env(env))
     return described
 
 
@@ -276,10 +279,10 @@ def open_file(o: Opening, is_async: bool) -> Any:
 
     def make() -> Any:
         if not is_async:
-            return FileStore(path, max_state_bytes=o.max_state_bytes)
+            return FileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec)
         from .file.async_store import AsyncFileStore
 
-        return AsyncFileStore(path, max_state_bytes=o.max_state_bytes)
+        return AsyncFileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec)
 
     if exists(path):
         return make()
@@ -334,14 +337,15 @@ def open_memory(o: Opening, is_async: bool) -> Any:
     from .memory import AsyncMemoryStore, MemoryStore
 
     if is_async:
-        return AsyncMemoryStore(max_state_bytes=o.max_state_bytes)
-    return MemoryStore(max_state_bytes=o.max_state_bytes)
+        return AsyncMemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec)
+    return MemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec)
 
 
 def open_cosmos(o: Opening, is_async: bool) -> Any:
     endpoint, database, container = registry.cosmos_location(o.url)
     args = cosmos_settings(o.env, endpoint, database, container, o.create)
     args["max_state_bytes"] = o.max_state_bytes
+    args["codec"] = o.codec
     cosmos = cosmos_module()
     if is_async:
         return cosmos.AsyncCosmosStore(**args)

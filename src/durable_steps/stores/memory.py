@@ -10,7 +10,9 @@ from itertools import islice
 from typing import Any
 
 from ..seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
+from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
+from ..seam.encoded import Coder, decoded
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
@@ -24,8 +26,9 @@ class MemoryStore(Store):
 
     kind = "MemoryStore"
 
-    def __init__(self, *, max_state_bytes: int | None = None) -> None:
+    def __init__(self, *, max_state_bytes: int | None = None, codec: Codec | None = None) -> None:
         self.max_state_bytes = state_limit(max_state_bytes)
+        self.codec = codec  # values kept encoded, as a durable store keeps them (seam.encoded)
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
@@ -35,23 +38,26 @@ class MemoryStore(Store):
 
     def load(self, run_id: str) -> Checkpoint | None:
         raw = self._runs.get(check_run_id(run_id))
-        return None if raw is None else decode(raw, run_id, "memory")
+        return None if raw is None else decoded(self.codec, decode(raw, run_id, "memory"))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         etag = secrets.token_hex(12)
         doc = to_document(checkpoint, etag=etag)
         # The journal and the state are the document's last members: encoded apart
         # (for the size limit) and joined, the bytes are those of dumps(doc).
-        calls, state = dumps(doc.pop("calls")), dumps(doc.pop("state"))
-        check_size(checkpoint.run_id, len(calls) + len(state), self.max_state_bytes)
+        calls, state = doc.pop("calls"), doc.pop("state")
+        plain_calls, plain_state = dumps(calls), dumps(state)
+        check_size(checkpoint.run_id, len(plain_calls) + len(plain_state), self.max_state_bytes)
+        coder = Coder(self.codec, checkpoint.run_id)
+        calls, state = coder.records(calls, plain_calls), coder.state(state, plain_state)
         with self._lock:
             self._put(checkpoint, doc, calls, state)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
     def load_head(self, run_id: str) -> Checkpoint | None:
-        """The run's checkpoint but its data (``HeadStore``)."""
-        cp = self.load(run_id)
-        return None if cp is None else head_of(cp)
+        """The run's checkpoint but its data (``HeadStore``): no key needed."""
+        raw = self._runs.get(check_run_id(run_id))
+        return None if raw is None else head_of(decode(raw, run_id, "memory"))
 
     def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
         """Save every field but the data on top of the stored version (``HeadStore``)."""
@@ -119,5 +125,5 @@ def _info(run_id: str, raw: bytes) -> RunInfo:
 class AsyncMemoryStore(ThreadedStore[MemoryStore]):
     """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
 
-    def __init__(self, *, max_state_bytes: int | None = None) -> None:
-        super().__init__(MemoryStore(max_state_bytes=max_state_bytes), threads=False)
+    def __init__(self, *, max_state_bytes: int | None = None, codec: Codec | None = None) -> None:
+        super().__init__(MemoryStore(max_state_bytes=max_state_bytes, codec=codec), threads=False)

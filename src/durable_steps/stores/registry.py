@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..seam.codec import Codec
 from ..seam.errors import ConfigurationError
 from ..seam.store import AsyncStore, Store
 
@@ -47,6 +48,8 @@ class Opening:
     """False: only a store that exists (``StoreError`` with ``status_code`` 404 else)."""
     max_state_bytes: int | None = None
     named_by: str | None = None
+    codec: Codec | None = None
+    """State values and call results encoded at rest (``DURABLE_CODEC``; None: plain)."""
     """What named the store (a variable, a command-line argument), for messages."""
 
     @property

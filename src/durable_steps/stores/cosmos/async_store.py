@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.codec import Codec
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
@@ -48,6 +49,7 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
+        codec: Codec | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -56,6 +58,7 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
             container=container,
             finished_ttl=finished_ttl,
             max_state_bytes=max_state_bytes,
+            codec=codec,
         )
         key = checked_key(endpoint, key)
         self._create = create_if_missing

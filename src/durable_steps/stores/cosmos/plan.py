@@ -17,7 +17,9 @@ from typing import Any
 
 from ...seam import delta
 from ...seam.checkpoint import Checkpoint
-from ...seam.document import to_document
+from ...seam.codec import Codec
+from ...seam.document import dumps, to_document
+from ...seam.encoded import Coder
 from ...seam.rules import check_size
 from ...seam.state import delta_since
 from . import segments
@@ -66,22 +68,34 @@ class Prepared:
     """The state's Delta against the stored version (None: the state is written whole)."""
     stored: tuple[Mapping[str, Any], ...] | None
     """The journal as stored, as ``delta.encode`` was given it (None: unknown)."""
+    coder: Coder
+    """The run's values as the store keeps them (``seam.encoded``)."""
+
+    def data(self) -> dict[str, Any]:
+        """The state and the journal as the store keeps them, whole (plain without a
+        codec; with one, each value encoded once more: only when written whole)."""
+        state, calls = self.cp.state, list(self.cp.calls)
+        if self.coder.codec is None:
+            return {"state": state, "calls": calls}
+        encoded = self.coder.state(state, dumps(state)), self.coder.records(calls, dumps(calls))
+        return {"state": json.loads(encoded[0]), "calls": json.loads(encoded[1])}
 
 
-def prepare(items: Items, cp: Checkpoint, limit: int) -> Prepared:
+def prepare(items: Items, cp: Checkpoint, limit: int, codec: Codec | None = None) -> Prepared:
     """Validate ``cp`` and refuse a state over ``limit``: no I/O, nothing sent."""
     doc = to_document(cp)  # validates the state, the signals and the journal
+    coder = Coder(codec, cp.run_id)
     known = items.known_at(cp.run_id, cp.etag)
     change = delta_since(cp.state, cp.etag) if known is not None else None
     stored = None if known is None else known.calls
     sizes_before = None if known is None else known.sizes
-    parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before)
+    parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before, coder)
     if sizes is None:  # a change of a version whose sizes are unknown: measure it whole
         change = stored = None
-        parts, sizes = delta.encode(cp.state, None, cp.calls, None, None)
+        parts, sizes = delta.encode(cp.state, None, cp.calls, None, None, coder)
     assert sizes is not None  # every part written whole is measured
     check_size(cp.run_id, sizes.state + sizes.calls, limit)
-    return Prepared(cp, doc, known, parts, sizes, change, stored)
+    return Prepared(cp, doc, known, parts, sizes, change, stored, coder)
 
 
 def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> SavePlan:
@@ -90,7 +104,7 @@ def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> Save
     head = {k: v for k, v in doc.items() if k not in ("state", "calls")}
     head |= {"id": cp.run_id, "nonce": segments.nonce()}
     if legacy:  # the earlier layout, as it was: one item, whole
-        body = {**doc, "id": cp.run_id}
+        body = {**doc, **p.data(), "id": cp.run_id}
         if items.finished_ttl is not None and cp.done:
             body["ttl"] = items.finished_ttl
         body["nonce"] = head["nonce"]
@@ -108,6 +122,7 @@ class _Planner:
 
     def __init__(self, items: Items, p: Prepared, head: dict[str, Any], *, patch: bool) -> None:
         self.items, self.cp, self.known, self.sizes = items, p.cp, p.known, p.sizes
+        self.prepared = p
         self.patch = patch
         self.head = head | {"run": p.cp.run_id, "sizes": list(p.sizes)}
         self.data = p.sizes.state + p.sizes.calls
@@ -135,7 +150,8 @@ class _Planner:
             if chain.count < segments.MAX_DELTAS and not outweighs:
                 return self._delta(chain, json.loads(data), data)
         if change is not None or stored is not None:
-            parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
+            coder = self.prepared.coder
+            parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None, coder)
         return self._fold(parts)
 
     def _remember(self, write: Write, **known: Any) -> Known:
@@ -159,7 +175,7 @@ class _Planner:
     def _inline(self, unchanged_state: bool, fold: int | None) -> SavePlan:
         """The data in the head. ``fold``: the number of the fold that brings it back
         inline (its superseded segments go); None: it was inline already, or new."""
-        body = self.head | {"state": self.cp.state, "calls": list(self.cp.calls)}
+        body = self.head | self.prepared.data()
         kept = fold if fold is not None else None if self.known is None else self.known.fold
         if kept is not None:
             body["fold"] = kept
@@ -195,7 +211,8 @@ class _Planner:
             head["ttl"] = self.ttl + segments.TTL_MARGIN
             self.until = time.time() + self.ttl + segments.TTL_MARGIN
         data = segments.blob(whole)
-        snapshot = {"state": self.cp.state, "calls": list(self.cp.calls)}
+        # (with a codec, the snapshot's values as ``data`` holds them: encoded once)
+        snapshot = self.prepared.data() if self.prepared.coder.codec is None else json.loads(data)
         found = segments.segment_items(
             self.items.measure, self.items.escaped, head, snapshot, data, split=True
         )

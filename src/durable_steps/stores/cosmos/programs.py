@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 
 from ...seam import store as seam_store
 from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.codec import Codec
 from ...seam.document import from_document
+from ...seam.encoded import decoded
 from ...seam.errors import ConfigurationError, CorruptCheckpointError, corrupt_error
 from ...seam.rules import check_run_id, state_limit
 from . import segments
@@ -80,8 +82,10 @@ class CosmosPrograms:
         container: str,
         finished_ttl: int | None,
         max_state_bytes: int | None,
+        codec: Codec | None = None,
     ) -> None:
         self.endpoint, self.database, self.container = endpoint, database, container
+        self.codec = codec
         self.finished_ttl = finished_ttl
         self.max_state_bytes = state_limit(max_state_bytes)
         self.partition_key: str | None = None
@@ -154,7 +158,7 @@ class CosmosPrograms:
                 return (yield from self._load(run_id, retries - 1))
             item = {**head, "state": state, "calls": calls}
         item = as_stored(item)
-        cp = from_document(item, run_id, item.get("_etag"), where)
+        cp = decoded(self.codec, from_document(item, run_id, item.get("_etag"), where))
         until = head.get("until")
         self._items.read(
             run_id,

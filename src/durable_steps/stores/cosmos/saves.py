@@ -67,7 +67,8 @@ class Saves(CosmosPrograms):
     """``save`` as a program, and the commit of a head that a head-only save shares."""
 
     def _save(self, checkpoint: Checkpoint) -> Program[Checkpoint]:
-        prepared = prepare(self._items, checkpoint, self.max_state_bytes)  # before any I/O
+        # before any I/O:
+        prepared = prepare(self._items, checkpoint, self.max_state_bytes, self.codec)
         if self.partition_key is None:
             yield OPEN
         saving = plan(self._items, prepared, legacy=self._legacy)

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.codec import Codec
 from ...seam.errors import DurableError
 from ...seam.rules import RunFilter
 from ...seam.store import Store
@@ -92,6 +93,7 @@ class CosmosStore(HeadPrograms, Removals, Store):
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
+        codec: Codec | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -100,6 +102,7 @@ class CosmosStore(HeadPrograms, Removals, Store):
             container=container,
             finished_ttl=finished_ttl,
             max_state_bytes=max_state_bytes,
+            codec=codec,
         )
         key = checked_key(endpoint, key)  # before any request, and before a credential
         self._client: Any = None

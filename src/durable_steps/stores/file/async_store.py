@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ...seam.codec import Codec
 from ...seam.store import ThreadedStore
 from .store import FileStore
 
@@ -18,8 +19,9 @@ class AsyncFileStore(ThreadedStore[FileStore]):
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
+        codec: Codec | None = None,
     ) -> None:
-        super().__init__(FileStore(path, max_state_bytes=max_state_bytes))
+        super().__init__(FileStore(path, max_state_bytes=max_state_bytes, codec=codec))
 
     def __repr__(self) -> str:
         return f"AsyncFileStore({str(self.sync.path)!r})"

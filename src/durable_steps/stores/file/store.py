@@ -41,7 +41,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
+from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
+from ...seam.encoded import decoded
 from ...seam.errors import CorruptCheckpointError, StoreError, conflict, delete_conflict
 from ...seam.etags import new_etag
 from ...seam.metering import wrote
@@ -74,7 +76,8 @@ def exists(path: str | os.PathLike[str]) -> bool:
 
 class FileStore(Store):
     """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
-    state size limit (default ``MAX_STATE_BYTES``)."""
+    state size limit (default ``MAX_STATE_BYTES``). ``codec``: state values and call
+    results compressed and/or encrypted at rest (``ValueCodec``, ``seam.encoded``)."""
 
     kind = "FileStore"
 
@@ -83,13 +86,15 @@ class FileStore(Store):
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.path = Path(path)
         self.max_state_bytes = state_limit(max_state_bytes)
+        self.codec = codec
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._writer = Writer(self.path, self.max_state_bytes)
+        self._writer = Writer(self.path, self.max_state_bytes, codec)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
@@ -122,6 +127,10 @@ class FileStore(Store):
     # -- load and save ------------------------------------------------------------------
 
     def load(self, run_id: str) -> Checkpoint | None:
+        return self._load(run_id, values=True)
+
+    def _load(self, run_id: str, *, values: bool) -> Checkpoint | None:
+        """The run's checkpoint; ``values``: decoded (else as stored: no key needed)."""
         target = self.file_for(run_id)
         with self._io("load", run_id, target, ""):
             data = read_file(target)
@@ -129,6 +138,8 @@ class FileStore(Store):
             return self._load_listed(run_id)
         doc, etag, known = parse(data, run_id, str(target))
         cp = from_document(doc, run_id, etag, str(target))
+        if values:
+            cp = decoded(self.codec, cp)
         if known is not None:
             known = known._replace(steps=cp.steps, signals=signals_key(cp.signals))
             self._writer.remember(run_id, known)
@@ -150,8 +161,9 @@ class FileStore(Store):
 
     def load_head(self, run_id: str) -> Checkpoint | None:
         """The run's checkpoint but its data (``HeadStore``). The run's file is read as
-        ``load`` reads it: its step names and signals lie among its records."""
-        cp = self.load(run_id)
+        ``load`` reads it: its step names and signals lie among its records. Its values
+        are not decoded: no key is needed."""
+        cp = self._load(run_id, values=False)
         return None if cp is None else head_of(cp)
 
     def save_head(self, checkpoint: Checkpoint) -> Checkpoint:

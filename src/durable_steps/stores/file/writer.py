@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...seam.checkpoint import Checkpoint
+from ...seam.codec import Codec
 from ...seam.document import dumps, from_document
+from ...seam.encoded import Coder
 from ...seam.errors import conflict
 from ...seam.rules import check_size
 from ...seam.state import delta_since, is_checked
@@ -52,8 +54,9 @@ class Writer:
     """The writes of one FileStore (in ``store``, whose path its messages name) and
     what it knows of the runs it last read or wrote."""
 
-    def __init__(self, store: Path, max_state_bytes: int) -> None:
+    def __init__(self, store: Path, max_state_bytes: int, codec: Codec | None = None) -> None:
         self.store, self.max_state_bytes = store, max_state_bytes
+        self.codec = codec
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
 
@@ -106,6 +109,7 @@ class Writer:
                     known is None or not (known.signals is signals or known.signals == signals),
                     end.sizes,
                     calls=None if known is None else known.calls,
+                    coder=Coder(self.codec, cp.run_id),
                 )
                 # Sizes unknown (the record before is an earlier version's): a new file
                 # measures them. Compact once the file would outgrow 4x the snapshot.
@@ -128,7 +132,7 @@ class Writer:
             stripe.done(file)
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
-        body, whole = runfile.body(doc, None, None, True, None)
+        body, whole = runfile.body(doc, None, None, True, None, coder=Coder(self.codec, cp.run_id))
         assert whole is not None  # every part written whole is measured
         check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
         meta["sizes"] = whole
