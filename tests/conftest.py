@@ -67,16 +67,30 @@ if os.environ.get("COSMOS_ENDPOINT"):
     COSMOS_BACKENDS.append("cosmos-live")
 
 
+ENCRYPTED = ["file+aes", "memory+aes-async", "cosmos-local+aes-async"]
+"""Backends with their values compressed and encrypted (the plugin's ``+aes``): the
+contract suite proves a codec changes nothing a store promises, on each store, sync and
+async -- once per store, to keep the suite fast; CI runs every backend with a codec too
+(``--durable-codec``, .github/workflows/ci.yml)."""
+
+
 def every_backend() -> list[str]:
     """Every backend there can be -- this package's, cosmos-live, and any another package
-    registered -- and the async store of each; a run uses those of --durable-backends."""
+    registered -- and the async store of each, and the encrypted ones; a run uses those
+    of --durable-backends (an encrypted one runs with its plain backend)."""
     names = [*known_backends(), *COSMOS_BACKENDS[2:]]
-    return [*names, *(f"{b}-async" for b in names)]
+    return [*names, *(f"{b}-async" for b in names), *ENCRYPTED]
 
 
 def _selected(config: pytest.Config, names: list[str]) -> list[str]:
     chosen = selected_backends(config)
-    return [n for n in names if n.removesuffix("-async") in chosen or "cosmos-live" in n]
+    return [
+        n
+        for n in names
+        if n.removesuffix("-async") in chosen
+        or n.removesuffix("-async").removesuffix("+aes") in chosen
+        or "cosmos-live" in n
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -40,7 +40,9 @@ import pytest
 import durable_steps as ds
 
 from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
+from ..seam.codec import ValueCodec
 from ..stores import registry
+from . import _codec
 from ._emulator import IMAGE, EmulatorError, no_docker_engine, start_emulator, wait_ready
 from ._emulator import image as emulator_image
 from ._emulator import timeout as emulator_timeout
@@ -74,6 +76,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(default: the durable_backends ini option, else {DEFAULT_BACKENDS})",
     )
     group.addoption(
+        "--durable-codec",
+        default=None,
+        choices=_codec.CODECS,
+        help="encode the values of every store made for a test with this codec (as "
+        "DURABLE_CODEC names it; a random key per session). Or name backends NAME+aes "
+        "(file+aes, memory+aes, cosmos-local+aes) to run them encrypted beside plain ones",
+    )
+    group.addoption(
         "--durable-strict",
         action="store_true",
         help="a selected backend that cannot run here fails instead of skipping",
@@ -92,7 +102,7 @@ def selected_backends(config: pytest.Config) -> tuple[str, ...]:
     raw = config.getoption("--durable-backends") or config.getini("durable_backends")
     names = tuple(dict.fromkeys(n.strip() for n in str(raw).split(",") if n.strip()))
     known = known_backends()
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if _codec.split(n)[0] not in known]
     if unknown or not names:
         raise pytest.UsageError(
             f"--durable-backends={raw!r}: {', '.join(map(repr, unknown)) or 'nothing'} is not "
@@ -133,7 +143,7 @@ def _cannot_run(request: pytest.FixtureRequest, reason: str) -> NoReturn:
 
 def _require_selected(request: pytest.FixtureRequest, backend: str) -> None:
     chosen = selected_backends(request.config)
-    if backend not in chosen:
+    if backend not in (_codec.split(n)[0] for n in chosen):
         pytest.skip(f"{backend} is not among --durable-backends ({','.join(chosen)})")
 
 
@@ -222,23 +232,27 @@ def open_store(
     request: pytest.FixtureRequest, backend: str, *, is_async: bool = False
 ) -> Iterator[OpenStore]:
     """A new, empty store of ``backend`` for one test; gone (or deleted) afterwards.
-    A sync store is closed here; an async one is closed by whoever opened it."""
-    if backend == "file":
+    A sync store is closed here; an async one is closed by whoever opened it.
+    ``NAME+aes``: that backend with its values compressed and encrypted (``_codec``)."""
+    name, encrypted = _codec.split(backend)
+    codec = _codec.codec_for(request.config, encrypted)
+    if name == "file":
         path = request.getfixturevalue("tmp_path") / ".durable"
         store: ds.Store | ds.AsyncStore = (
-            ds.AsyncFileStore(path) if is_async else ds.FileStore(path)
+            ds.AsyncFileStore(path, codec=codec) if is_async else ds.FileStore(path, codec=codec)
         )
         yield OpenStore(backend, store, path=path)
-    elif backend == "memory":
-        yield OpenStore(backend, ds.AsyncMemoryStore() if is_async else ds.MemoryStore())
-    elif backend not in BACKENDS:
-        with _registered(request, backend, is_async) as opened:
+    elif name == "memory":
+        store = ds.AsyncMemoryStore(codec=codec) if is_async else ds.MemoryStore(codec=codec)
+        yield OpenStore(backend, store)
+    elif name not in BACKENDS:
+        with _registered(request, name, is_async, codec) as opened:
             yield opened
     else:
-        base: CosmosEndpoint = request.getfixturevalue(backend.replace("-", "_"))
+        base: CosmosEndpoint = request.getfixturevalue(name.replace("-", "_"))
         cosmos = base.fresh()
         try:
-            store = cosmos.async_store() if is_async else cosmos.store()
+            store = cosmos.async_store(codec=codec) if is_async else cosmos.store(codec=codec)
             try:
                 yield OpenStore(backend, store, cosmos=cosmos)
             finally:
@@ -249,7 +263,9 @@ def open_store(
 
 
 @contextmanager
-def _registered(request: pytest.FixtureRequest, name: str, is_async: bool) -> Iterator[OpenStore]:
+def _registered(
+    request: pytest.FixtureRequest, name: str, is_async: bool, codec: ValueCodec | None
+) -> Iterator[OpenStore]:
     """A store of a backend another package registered, made new by its ``fresh``."""
     if name not in registry.names():
         raise ValueError(f"{name!r} is not a backend; choose from {', '.join(known_backends())}")
@@ -260,7 +276,7 @@ def _registered(request: pytest.FixtureRequest, name: str, is_async: bool) -> It
             "empty store per test; give its Backend one"
         )
     url = backend.fresh(request.getfixturevalue("tmp_path"))
-    opening = registry.Opening(url, dict(os.environ))
+    opening = registry.Opening(url, dict(os.environ), codec=codec)
     store: ds.Store | ds.AsyncStore = (
         backend.open_async(opening) if is_async else backend.open(opening)
     )
