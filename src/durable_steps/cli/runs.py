@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..seam.checkpoint import ENDED, STATUSES, Checkpoint, RunInfo
+from ..seam.codec import Shown
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store
@@ -207,6 +208,7 @@ def checkpoint_json(cp: Checkpoint, *, results: bool = False) -> dict[str, Any]:
     ``results``."""
     return {
         **asdict(cp),
+        "state": cp.state,  # as it is: a value shown as Encrypted prints as such
         "steps": list(cp.steps),
         "signals": dict(cp.signals),
         "error": None if cp.error is None else dict(cp.error),
@@ -225,7 +227,8 @@ def calls_of(cp: Checkpoint, *, results: bool = False) -> list[dict[str, Any]]:
         if r.get("task"):  # made by a task the step created: numbered within it
             entry["task"] = r["task"]
         if "result" in r:
-            entry |= {"size": len(json.dumps(r["result"]).encode()), "at": r.get("at")}
+            n = len(json.dumps(r["result"], default=str).encode())  # (an Encrypted: str)
+            entry |= {"size": n, "at": r.get("at")}
             if results:
                 entry["result"] = r["result"]
         elif kind == "call":
@@ -274,6 +277,7 @@ def runs_show(
       durable-steps runs show ticket-4711 --no-state --calls --json
     """
     with store_for("env", create=False) as store:
+        store.codec = Shown(store.codec)  # without the key: "<encrypted ...>", not a failure
         cp = load(store, run_id)
     picked = _picked(cp, keys) if keys else None
     if as_json:
@@ -283,16 +287,16 @@ def runs_show(
         elif not state:
             del shown["state"]
             shown["state_keys"] = [{"key": k, "size": n} for k, n in state_sizes(cp.state)]
-        click.echo(json.dumps(shown, indent=2))
+        click.echo(json.dumps(shown, indent=2, default=str))
         return
     _show(cp, with_results)
     if picked is not None:
         for key, value in picked.items():
             say((f"state[{key!r}]", "bold"))
-            out.print(JSON(json.dumps(value)))
+            out.print(JSON(json.dumps(value, default=str)))
     elif state:
         say(("state", "bold"))
-        out.print(JSON(json.dumps(cp.state)))
+        out.print(JSON(json.dumps(cp.state, default=str)))
     else:
         sizes = state_sizes(cp.state)
         say((f"state: {len(sizes)} key(s)", "bold"), " (--key KEY prints one)")
@@ -302,7 +306,7 @@ def runs_show(
 
 def state_sizes(state: dict[str, Any]) -> list[tuple[str, int]]:
     """Each top-level key of a state and the size of its value as JSON."""
-    return [(k, len(json.dumps(v).encode())) for k, v in state.items()]
+    return [(k, len(json.dumps(v, default=str).encode())) for k, v in state.items()]
 
 
 def _picked(cp: Checkpoint, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -380,7 +384,8 @@ def _show_calls(cp: Checkpoint, with_results: bool) -> None:
             until = when(c["until"]) if c["until"] is not None else "its signal"
             say(f"  {at:>3} {c['kind']} {c['name']}  until {until}")
         if "result" in c:
-            out.print(Padding(JSON(json.dumps(c["result"])), (0, 0, 0, 6), expand=False))
+            shown = JSON(json.dumps(c["result"], default=str))
+            out.print(Padding(shown, (0, 0, 0, 6), expand=False))
 
 
 def _lease(cp: Checkpoint, now: float) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..seam.codec import Shown
 from ..seam.errors import MissingExtraError
 from ..stores.config import store_for
 from .common import note
@@ -69,6 +70,7 @@ def ui(host: str, port: int, read_only: bool) -> None:
     """
     server_class = console_server()
     with store_for("env", create=False) as store:
+        store.codec = Shown(store.codec)  # a value it has no key for shows as encrypted
         console = server_class(store, host=host, port=port, read_only=read_only)
         _log_requests()
         click.echo(console.url)

@@ -31,7 +31,7 @@ keys. A plain value shaped like an envelope is refused (``InvalidStateError``).
   id and the run; a value whose authentication fails under its own key (tampered) is
   ``CorruptCheckpointError``. Both are raised at load, so a run that cannot be read is
   never written over. ``Shown`` reads what it can and stands ``Encrypted(key id)`` in
-  for the rest (``runs show`` without the key).
+  for the rest (``runs show`` and the console without the key).
 """
 
 from __future__ import annotations
@@ -288,7 +288,9 @@ class Shown:
         self.codec = codec
 
     def encode(self, value: Any, data: bytes, where: bytes) -> Any:
-        raise TypeError("Shown only reads")
+        # A tool that shows runs may act on them too (a console's fork): it writes as the
+        # store would. A value it could not open is an Encrypted, not JSON: refused there.
+        return value if self.codec is None else self.codec.encode(value, data, where)
 
     def decode(self, stored: Any, where: bytes, run_id: str) -> Any:
         if not is_envelope(stored):

@@ -28,6 +28,7 @@ from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .checkpoint import Checkpoint, RunInfo
+from .codec import Codec
 from .rules import RunFilter
 
 S = TypeVar("S", bound="Store")
@@ -45,6 +46,10 @@ class Store(ABC):
     """The backend's name in spans and logs (``FileStore``, ``CosmosStore``...)."""
     max_state_bytes: int
     """The state size limit (JSON bytes), the same in every store unless configured."""
+    codec: Codec | None = None
+    """What the state's values and call results are encoded with at rest (``codec=``,
+    ``seam.encoded``); None: plain. A tool that only shows runs may put a
+    ``codec.Shown`` here, to show what it cannot decrypt as such instead of failing."""
 
     @abstractmethod
     def load(self, run_id: str) -> Checkpoint | None:
