@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import durable_steps as ds
+from durable_steps.seam.codec import ValueCodec
 from durable_steps.testing import EMULATOR_KEY
 
 from .common import ROOT, Call, Metered, StepClock, Table, size, text
@@ -176,7 +177,14 @@ class Wire:
     """A CosmosStore behind the counting proxy (or on a live account), and the meter
     for ``Metered``."""
 
-    def __init__(self, endpoint: str, container: str, *, partition_key: str | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        container: str,
+        *,
+        partition_key: str | None = None,
+        codec: ValueCodec | None = None,
+    ) -> None:
         live = os.environ.get("COSMOS_ENDPOINT")
         self.live = bool(live)
         key = os.environ.get("COSMOS_KEY") if live else EMULATOR_KEY
@@ -193,6 +201,7 @@ class Wire:
             container=container,
             create_if_missing=partition_key is None,
             transport=self.transport,
+            codec=codec,
         )
 
     def meter(self) -> dict[str, Any]:
