@@ -17,6 +17,7 @@ from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
+from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
 from .seam.errors import (
     CodecError,
     ConfigurationError,
@@ -62,6 +63,7 @@ __all__ = [
     "AsyncStore",
     "Checkpoint",
     "CodecError",
+    "Compression",
     "ConfigurationError",
     "ConflictError",
     "CorruptCheckpointError",
@@ -70,6 +72,7 @@ __all__ = [
     "FileStore",
     "InvalidRunIdError",
     "InvalidStateError",
+    "Keyring",
     "LeaseLostError",
     "MemoryStore",
     "MissingExtraError",
@@ -89,6 +92,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TooManyAttemptsError",
+    "ValueCodec",
     "Workflow",
     "__version__",
     "async_store_for",
