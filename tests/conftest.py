@@ -74,12 +74,20 @@ async -- once per store, to keep the suite fast; CI runs every backend with a co
 (``--durable-codec``, .github/workflows/ci.yml)."""
 
 
-def every_backend() -> list[str]:
+ENCRYPTED_MODULES = ("test_contract", "test_calls")
+"""Where the encrypted backends run: the store's contract, and durable calls (whose
+results are encrypted one record at a time) -- elsewhere a codec changes nothing the
+store's contract does not already prove."""
+
+
+def every_backend(module: str = "") -> list[str]:
     """Every backend there can be -- this package's, cosmos-live, and any another package
-    registered -- and the async store of each, and the encrypted ones; a run uses those
-    of --durable-backends (an encrypted one runs with its plain backend)."""
+    registered -- and the async store of each, and the encrypted ones in the modules
+    that prove them; a run uses those of --durable-backends (an encrypted one runs with
+    its plain backend)."""
     names = [*known_backends(), *COSMOS_BACKENDS[2:]]
-    return [*names, *(f"{b}-async" for b in names), *ENCRYPTED]
+    coded = ENCRYPTED if module.rsplit(".", 1)[-1] in ENCRYPTED_MODULES else []
+    return [*names, *(f"{b}-async" for b in names), *coded]
 
 
 def _selected(config: pytest.Config, names: list[str]) -> list[str]:
@@ -94,7 +102,8 @@ def _selected(config: pytest.Config, names: list[str]) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for name, names in (("backend", every_backend()), ("cosmos", COSMOS_BACKENDS)):
+    module = metafunc.module.__name__
+    for name, names in (("backend", every_backend(module)), ("cosmos", COSMOS_BACKENDS)):
         if name in metafunc.fixturenames and not parametrized(metafunc, name):
             metafunc.parametrize(name, _selected(metafunc.config, names), indirect=True)
 

@@ -78,6 +78,7 @@ from .retry import NEVER_RETRIED, ONCE, Retry
 from .step import StepContext, _current, current_step
 from .tasks import Scopes, join
 from .telemetry import CallSpan, Observer
+from .typed import call_result, declared
 
 T = TypeVar("T")
 
@@ -235,17 +236,25 @@ def _journal(what: str) -> Journal:
 
 
 def call(
-    name: str, fn: Callable[..., T], /, *args: Any, retry: Retry | None = None, **kwargs: Any
+    name: str,
+    fn: Callable[..., T],
+    /,
+    *args: Any,
+    retry: Retry | None = None,
+    returns: Any = None,
+    **kwargs: Any,
 ) -> T:
     """``fn(*args, **kwargs)``, run once and recorded: when the step runs again, the
-    recorded result is returned without running ``fn`` (see the top)."""
+    recorded result is returned without running ``fn`` (see the top). ``returns``: the
+    result's type, when ``fn``'s annotation does not say it (``typed``)."""
     journal = _journal("call")
     if journal.driven.is_async:
         raise TypeError(
             f"call({name!r}, ...) inside a step run by run_async(): use "
             f"'await call_async({name!r}, ...)', which does not block the event loop"
         )
-    return execute(_call(journal, name, fn, args, kwargs, retry=retry), _do_sync)  # type: ignore[no-any-return]
+    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns)
+    return execute(program, _do_sync)  # type: ignore[no-any-return]
 
 
 def call_async(
@@ -254,6 +263,7 @@ def call_async(
     /,
     *args: Any,
     retry: Retry | None = None,
+    returns: Any = None,
     **kwargs: Any,
 ) -> Coroutine[Any, Any, T]:
     """``call`` for coroutines: ``await call_async(name, fn, *args)``, ``fn`` plain or
@@ -261,7 +271,7 @@ def call_async(
     started together (``asyncio.gather(call_async(...), ...)``) are numbered in the
     order they were written; calls of tasks the step created, within each task."""
     journal = _journal("call_async")
-    program = _call(journal, name, fn, args, kwargs, retry=retry)
+    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns)
     try:
         first = next(program)  # the index is taken now; a recorded call returns at once
     except StopIteration as done:
@@ -295,18 +305,25 @@ def _call(
     kwargs: dict[str, Any],
     *,
     retry: Retry | None,
+    returns: Any = None,
 ) -> Generator[Invoke | SaveRecord | Sleep, Any, Any]:
     """One call: replayed from its record, or run (and retried) and recorded."""
     check_name(name, "call name")
     if not callable(fn):
         raise TypeError(f"call({name!r}, fn, ...): fn must be callable, not {fn!r}")
+    typed = declared(fn, returns)
     key, record = journal.take("call", name)
     i = key["i"]
     ctx = current_step()
     obs = journal.run.obs
+
+    def back(result: Any) -> Any:  # as the caller gets it: the declared type, if any
+        value = thaw(result)
+        return value if typed is None else typed.load(value, f"call {i} {name!r}", ctx.run_id)
+
     if record is not None and "result" in record:
         obs.call_replayed(ctx.index, i, name, ctx.attempt)
-        return thaw(record["result"])
+        return back(record["result"])
     policy = retry or ONCE
     if record is not None:  # attempts recorded: the last one was started in that step
         since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
@@ -339,6 +356,7 @@ def _call(
             yield Sleep(policy.delay(used))
             continue
         try:  # a result that is not JSON fails the call (no retry: it would not become JSON)
+            value = call_result(typed, value, name, ctx.run_id)
             result = freeze(value, f"[call {i} {name!r}]", ctx.run_id, 1, "call result")
             journal.check()
         except BaseException as exc:
@@ -349,7 +367,7 @@ def _call(
         record = freeze(done, "", ctx.run_id, 0, "call result")
         yield SaveRecord(journal, record, span)
         journal.recorded(key, record)
-        return thaw(result)
+        return back(result)
 
 
 @contextlib.contextmanager

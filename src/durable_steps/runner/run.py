@@ -50,6 +50,7 @@ from .requests import Call, Load, Request, Save, Sleep
 from .retry import INCURABLE, NEVER_RETRIED, ONCE
 from .step import Step, StepContext
 from .telemetry import Observer, log
+from .typed import declared, updates_of
 
 _CLAIMS = 3
 """Claims tried before a ConflictError stands (each after a fresh load)."""
@@ -324,6 +325,7 @@ class RunProgram:
         return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
+        updates = updates_of(declared(step.fn, step.returns), updates, step.name, self.run_id)
         if updates is None:
             updates = {}
         if type(updates) is not dict and not isinstance(updates, Mapping):

@@ -35,6 +35,9 @@ class Step:
     fn: StepFn
     retry: Retry | None = field(default=None, kw_only=True)
     """Retry this step in place when it raises (see ``Retry``); None: fail at once."""
+    returns: Any = field(default=None, kw_only=True)
+    """What the step returns, validated before its fields become the updates (a
+    Pydantic model class; ``runner.typed``). None: a mapping, or a model's fields."""
 
 
 class TaskScopes(Protocol):

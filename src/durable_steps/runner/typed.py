@@ -1,0 +1,148 @@
+"""Typed values: a call or a step may return a Pydantic model; it is stored as JSON and
+a call's comes back, on its first run and on every replay, as the same type.
+
+The type comes from the code, never from the store: the function's return annotation
+when it is a model class (``def plan(...) -> Plan``), or ``returns=`` on ``call`` /
+``call_async`` / ``Step`` (any type Pydantic validates: a model, ``list[Plan]``,
+``Plan | None``). A writable store must not choose what code is imported, so no class
+name is ever written or read.
+
+- A call: its result is recorded as the model's JSON (``model_dump(mode="json")``) and
+  returned validated as the type -- the same on the first run and on a replay, so code
+  after the call sees one thing. A recorded result that does not validate (the model
+  changed since it was recorded) is ``InvalidStateError`` naming the call, the type and
+  Pydantic's message, never a silent dict. A model returned by a call that declares no
+  type is refused at once (``InvalidStateError``): on replay there would be nothing to
+  say what it was.
+- A step: a returned model's fields are the step's updates, merged into the state as a
+  mapping's are (the state stays plain JSON, read as a mapping by the next step).
+  ``Step(returns=M)`` validates what the step returns as ``M`` first, so a step that
+  returns a dict is checked too.
+
+Pydantic stays optional: nothing here imports it unless the caller uses a model (a
+model exists only if its module was imported) or names a type with ``returns=``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from ..seam.errors import InvalidStateError
+
+
+class Typed:
+    """How values of one declared type go to JSON and back (a Pydantic TypeAdapter)."""
+
+    __slots__ = ("adapter", "kind")
+
+    def __init__(self, kind: Any) -> None:
+        from pydantic import TypeAdapter
+
+        self.kind, self.adapter = kind, TypeAdapter(kind)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.kind, "__name__", None) or repr(self.kind)
+
+    def dump(self, value: Any) -> Any:
+        return self.adapter.dump_python(value, mode="json")
+
+    def load(self, value: Any, what: str, run_id: str) -> Any:
+        from pydantic import ValidationError
+
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidStateError(
+                f"run {run_id!r}: {what} is not a valid {self.name}: {_first(exc)}. The type "
+                "changed since it was recorded: keep it compatible (new fields optional), or "
+                "use a new run id",
+                run_id=run_id,
+            ) from None
+
+
+def _first(exc: Any) -> str:
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    e = errors[0]
+    where = ".".join(str(p) for p in e.get("loc", ())) or "the value"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {e.get('msg')}{more}"
+
+
+def declared(fn: Callable[..., Any], returns: Any) -> Typed | None:
+    """The type a call's or step's values have: ``returns`` when given, else ``fn``'s
+    return annotation when it is a Pydantic model class; None: plain JSON."""
+    if returns is not None:
+        return _typed(returns)
+    kind = _annotation(fn)
+    return None if kind is None else _typed(kind)
+
+
+@functools.cache
+def _typed(kind: Any) -> Typed:
+    return Typed(kind)
+
+
+def _annotation(fn: Callable[..., Any]) -> Any:
+    """``fn``'s return annotation if it is a model class (without importing pydantic
+    unless it is imported already: no model exists otherwise)."""
+    if "pydantic" not in sys.modules:
+        return None
+    target = getattr(fn, "__func__", fn)  # a bound method: its function
+    try:
+        return _model_annotation(target)
+    except TypeError:  # unhashable: not cached
+        return _model_annotation.__wrapped__(target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _model_annotation(target: Any) -> Any:
+    pydantic = sys.modules["pydantic"]
+    raw = getattr(target, "__annotations__", {}).get("return")
+    if raw is None:
+        return None
+    try:
+        kind = _hints(target) if isinstance(raw, str) else raw
+    except Exception:  # an annotation that does not resolve says nothing we can use
+        return None
+    return kind if isinstance(kind, type) and issubclass(kind, pydantic.BaseModel) else None
+
+
+def _hints(fn: Any) -> Any:
+    return typing.get_type_hints(fn).get("return")
+
+
+def is_model(value: object) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(value, pydantic.BaseModel)
+
+
+def call_result(typed: Typed | None, value: Any, name: str, run_id: str) -> Any:
+    """A call's result as it is recorded: validated as the declared type (a function that
+    returns something else fails its call, loudly), then its JSON; a model without a
+    declared type is refused (it would come back as a dict)."""
+    if typed is not None:
+        return typed.dump(typed.load(value, f"what call {name!r} returned", run_id))
+    if is_model(value):
+        kind = type(value).__name__
+        raise InvalidStateError(
+            f"run {run_id!r}: call {name!r} returned a {kind}, and declares no type to bring "
+            f"it back as on replay: annotate its function '-> {kind}', or pass returns={kind}",
+            run_id=run_id,
+        )
+    return value
+
+
+def updates_of(typed: Typed | None, value: Any, step: str, run_id: str) -> Any:
+    """A step's updates: a model's fields (validated as ``returns=`` first, if given)."""
+    if typed is not None:
+        value = typed.dump(typed.load(value, f"what step {step!r} returned", run_id))
+    elif is_model(value):
+        value = value.model_dump(mode="json")
+    return value
