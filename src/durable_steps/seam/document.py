@@ -1,19 +1,17 @@
 """The one document format every backend stores: a checkpoint as plain JSON with a
 schema version, and back. A document from a newer schema is refused, never misread;
-documents of every earlier schema still load and are rewritten as the current one by
-their next save:
+documents of every earlier schema still load (``seam.formats`` upgrades them to this
+one as they are read) and are rewritten as the current one by their next save. This
+module reads today's schema only:
 
-- 1: the state, the step names and ``done`` (no lease, no workflow);
-- 2: + status, workflow, lease (``owner``, ``lease_expires``), signals, the last
-  error, retry rounds (``first_attempt``) and the first attempt's ``trace``;
-- 3: + the running step's journal (``calls``), a waiting run's ``wake_at`` and a
-  cancelled run's ``cancel_reason``. Version 0.1 refuses these ("upgrade").
-- 4: a journal record may name the task scope it belongs to (``"task"``, see
-  ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
-  a version that numbered calls across the step would mix up, so it refuses them.
-
-A recorded error's type read as ``durable_steps._errors.X`` (the name earlier versions
-recorded) is ``durable_steps.X``, the name it is imported by.
+- 4: the state, the step names, status, workflow, lease (``owner``,
+  ``lease_expires``), signals, the last error, retry rounds (``first_attempt``), the
+  first attempt's ``trace``, the running step's journal (``calls``), a waiting run's
+  ``wake_at`` and a cancelled run's ``cancel_reason``; a journal record may name the
+  task scope it belongs to (``"task"``, see ``runner.tasks``): records of concurrent
+  branches are keyed by scope and index, which a version that numbered calls across
+  the step would mix up, so it refuses them. Version 0.1 refuses schemas from 3 on
+  ("upgrade").
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ import json
 import time
 from typing import Any
 
+from . import formats
 from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
 from .rules import check_run_id
@@ -162,17 +161,7 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
     def corrupt(why: str) -> CorruptCheckpointError:
         return corrupt_error(run_id, where, why)
 
-    if not isinstance(doc, dict):
-        raise corrupt(f"expected a JSON object, found {type(doc).__name__}")
-    schema = doc.get("schema")
-    if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA:
-        raise CorruptCheckpointError(
-            f"checkpoint of run {run_id!r} at {where} was written with schema {schema}, "
-            f"newer than this durable-steps reads ({SCHEMA}): upgrade durable-steps",
-            run_id=run_id,
-        )
-    if schema not in _SCHEMAS or isinstance(schema, bool):
-        raise corrupt(f"schema is {schema!r}, expected 1 to {SCHEMA}")
+    doc = _today(doc, run_id, where)
     step, steps, state = doc.get("step"), doc.get("steps"), doc.get("state")
     attempt, updated = doc.get("attempt", 1), doc.get("updated_at")
     if doc.get("run_id") != run_id:
@@ -192,7 +181,7 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
     if updated is not None and (not isinstance(updated, int | float) or isinstance(updated, bool)):
         raise corrupt("updated_at is not a number")
     try:
-        extra = _fields_of_schema(schema, doc)
+        extra = _fields(doc)
     except ValueError as exc:
         raise corrupt(str(exc)) from None
     return Checkpoint(
@@ -207,17 +196,32 @@ def from_document(doc: object, run_id: str, etag: str | None, where: str) -> Che
     )
 
 
-_SCHEMAS = (1, 2, 3, SCHEMA)
+_SCHEMAS = (*formats.EARLIER, SCHEMA)
 
 
-def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields beyond schema 1's: absent (no lease, no workflow) in schema 1
-    documents; those of schema 3 are absent (none) in schema 2 ones."""
-    if schema == 1:
-        done = doc.get("done", False)
-        if not isinstance(done, bool):
-            raise ValueError("done has the wrong type")
-        return {"status": "completed" if done else "running"}
+def _today(doc: object, run_id: str, where: str) -> dict[str, Any]:
+    """A stored document as today's schema: an earlier one upgraded (``seam.formats``),
+    a newer one refused ("upgrade durable-steps"), anything else corrupt."""
+    if not isinstance(doc, dict):
+        raise corrupt_error(run_id, where, f"expected a JSON object, found {type(doc).__name__}")
+    schema = doc.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA:
+        raise CorruptCheckpointError(
+            f"checkpoint of run {run_id!r} at {where} was written with schema {schema}, "
+            f"newer than this durable-steps reads ({SCHEMA}): upgrade durable-steps",
+            run_id=run_id,
+        )
+    if schema not in _SCHEMAS or isinstance(schema, bool):
+        raise corrupt_error(run_id, where, f"schema is {schema!r}, expected 1 to {SCHEMA}")
+    try:
+        return formats.upgrade(doc)
+    except ValueError as exc:
+        raise corrupt_error(run_id, where, str(exc)) from None
+
+
+def _fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """The fields beyond the state, the step names, the attempt and the time, of a
+    document of today's schema (an optional one absent: none)."""
     status, signals, error = doc.get("status"), doc.get("signals") or {}, doc.get("error")
     if status not in STATUSES:
         raise ValueError(f"status is {status!r}")
@@ -232,24 +236,11 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "trace": _opt(doc, "trace", str),
         "first_attempt": _opt(doc, "first_attempt", int) or 1,
         "signals": signals,
-        "error": _error_of(error),
+        "error": error,
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
     }
-
-
-_OLD_ERRORS = "durable_steps._errors."
-
-
-def _error_of(error: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The recorded failure, its type under the name it is imported by: earlier versions
-    recorded ours as ``durable_steps._errors.X``, a module that no longer exists; they
-    are ``durable_steps.X`` (``runner.checkpoints.error_type``)."""
-    kind = None if error is None else error.get("type")
-    if error is None or not isinstance(kind, str) or not kind.startswith(_OLD_ERRORS):
-        return error
-    return {**error, "type": "durable_steps." + kind.removeprefix(_OLD_ERRORS)}
 
 
 def _calls(calls: object) -> tuple[dict[str, Any], ...]:
@@ -290,6 +281,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
     try:
         if meta.get("schema") not in (2, 3, SCHEMA) or isinstance(meta.get("schema"), bool):
             raise ValueError(f"schema is {meta.get('schema')!r}, expected 2 to {SCHEMA}")
+        meta = formats.upgrade(meta)
         run_id, step, attempt = meta.get("run_id"), meta.get("step"), meta.get("attempt")
         if not isinstance(run_id, str):
             raise TypeError("it does not name its run")
@@ -298,7 +290,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         if not isinstance(attempt, int) or isinstance(attempt, bool):
             raise TypeError("attempt has the wrong type")
         step_name, updated = _opt(meta, "step_name", str), _opt(meta, "updated_at", int | float)
-        extra = _fields_of_schema(SCHEMA, meta)
+        extra = _fields(meta)
     except (TypeError, ValueError) as exc:
         raise corrupt_error(label, where, str(exc)) from None
     return RunInfo(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ...seam import formats
 from ...seam.checkpoint import STATUSES, RunInfo
 from ...seam.document import SCHEMA
 from ...seam.rules import RunFilter
@@ -129,8 +130,9 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     schema: Any = row.get("schema")
     if _is(schema, int) and schema > SCHEMA:
         raise ValueError(f"it was written with schema {schema}; upgrade durable-steps")
-    if schema not in (1, 2, 3, SCHEMA) or isinstance(schema, bool):
+    if schema not in (*formats.EARLIER, SCHEMA) or isinstance(schema, bool):
         raise ValueError(f"schema is {schema!r}, expected 1 to {SCHEMA}")
+    row = formats.upgrade(row)  # an earlier schema's head as today's
     if row.get("run_id") != run_id:
         raise ValueError(f"it belongs to run {row.get('run_id')!r}")
     step: Any = row.get("step")
@@ -139,9 +141,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         raise ValueError(f"step {step!r} does not match {count!r} completed step names")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ValueError("steps is not a list of names")
-    status = row.get("status") if schema != 1 else None
-    if schema == 1:
-        status = "completed" if row.get("done") is True else "running"
+    status = row.get("status")
     if status not in STATUSES:
         raise ValueError(f"status is {status!r}")
     for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str)):

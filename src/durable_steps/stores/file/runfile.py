@@ -87,7 +87,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ...seam import delta
+from ...seam import delta, formats
 from ...seam.document import dumps, loads
 from ...seam.encoded import Coder
 from ...seam.errors import StateTooLargeError, corrupt_error
@@ -334,9 +334,8 @@ def replay(data: bytes, run_id: str, where: str) -> tuple[dict[str, Any], list[R
 def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, list[Record] | None]:
     """A run file's document (for ``document.from_document``), its etag, and its records
     (None for an earlier version's whole document)."""
-    if not is_log(data):
-        doc = loads(data, run_id, where)
-        etag = doc.get("etag") if isinstance(doc, dict) else None
-        return doc, etag if isinstance(etag, str) else None, None
+    if formats.is_whole_document(data):  # an earlier version's file (seam.formats)
+        doc, etag = formats.read_whole(data, run_id, where)
+        return doc, etag, None
     doc, records = replay(data, run_id, where)
     return doc, records[-1].etag, records
