@@ -269,7 +269,9 @@ def runs_show(
     state (--no-state: only its keys and their sizes; --key KEY: only that key).
 
     A recorded call's result is what a model or a tool answered: --calls prints it, for
-    an operator debugging a crash; nothing else does. Examples:
+    an operator debugging a crash; nothing else does. A value encrypted with a key this
+    shell does not have (DURABLE_CODEC, DURABLE_KEY) prints as "<encrypted with key
+    'ID'>"; everything else shows without the key. Examples:
 
     \b
       durable-steps runs show ticket-4711 --no-state
