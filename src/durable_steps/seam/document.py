@@ -8,6 +8,7 @@ their next save:
   error, retry rounds (``first_attempt``) and the first attempt's ``trace``;
 - 3: + the running step's journal (``calls``), a waiting run's ``wake_at`` and a
   cancelled run's ``cancel_reason``. Version 0.1 refuses these ("upgrade").
+- 4 (optional fields, absent meaning none): ``forked_from`` (a fork's source, issue 33).
 - 4: a journal record may name the task scope it belongs to (``"task"``, see
   ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
   a version that numbered calls across the step would mix up, so it refuses them.
@@ -97,6 +98,8 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "trace": cp.trace,
         "wake_at": cp.wake_at,
         "cancel_reason": cp.cancel_reason,
+        # fork (issue 33): optional in schema 4, absent meaning "not a fork"
+        "forked_from": None if cp.forked_from is None else dict(cp.forked_from),
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
@@ -236,6 +239,7 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        "forked_from": _opt(doc, "forked_from", dict),
     }
 
 

@@ -10,6 +10,9 @@ each method written once, here.
 - ``delete``, ``list_runs`` (filters as one ``RunFilter``, applied by the backend,
   results streamed, no state read), ``run_info`` (one run's metadata).
 - ``prune_orphans``: data that no run refers to any more (a crashed save's leftovers).
+- ``run_history`` / ``load_at`` (issue 33): the completed steps a store keeps, and the
+  checkpoint after one of them (``seam.history``); ``delete_expired``: runs that ended
+  longer than the store's ``finished_ttl`` ago (a store without item TTL).
 - ``close`` and the context manager.
 
 A backend implements the abstract methods; ``list_runs`` turns its keyword filters
@@ -28,6 +31,7 @@ from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .checkpoint import Checkpoint, RunInfo
+from .history import StepRecord, latest, latest_at
 from .rules import RunFilter
 
 S = TypeVar("S", bound="Store")
@@ -109,6 +113,27 @@ class Store(ABC):
         seconds (a crashed save's leftovers); how many items went. Nothing, by default."""
         return 0
 
+    # -- history and retention (issue 33) --------------------------------------------
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """The run's completed steps that the store keeps, oldest first (``StepRecord``:
+        index, name, when, attempts, update bytes); None when the run has none. By
+        default (a backend that keeps no history) the latest completed step alone."""
+        return latest(self.load_head(run_id))
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """The checkpoint after completed step ``step``: its state then, and as ``calls``
+        the journal of step ``step + 1`` as it stood when that step completed (as it
+        stands, when the run is there). None: the run has none; a step not kept:
+        ``StepNotKeptError``. By default the latest checkpoint alone."""
+        return latest_at(self.load(run_id), step)
+
+    def delete_expired(self, now: float | None = None) -> int:
+        """Delete the runs that ended (completed, cancelled) more than the store's
+        ``finished_ttl`` ago, everything of them; how many. Nothing, by default: a
+        store whose service expires items itself (Cosmos DB's TTL) needs no call."""
+        return 0
+
     @abstractmethod
     def close(self) -> None:
         """Release what the store holds (files, connections); idempotent."""
@@ -172,6 +197,20 @@ class AsyncStore(ABC):
 
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """``Store.prune_orphans``."""
+        return 0
+
+    # -- history and retention (issue 33) --------------------------------------------
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """``Store.run_history``."""
+        return latest(await self.load_head(run_id))
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """``Store.load_at``."""
+        return latest_at(await self.load(run_id), step)
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        """``Store.delete_expired``."""
         return 0
 
     @abstractmethod
@@ -242,6 +281,15 @@ class ThreadedStore(AsyncStore, Generic[S]):
 
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return await self._do(self.sync.prune_orphans, older_than)
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        return await self._do(self.sync.run_history, run_id)
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        return await self._do(self.sync.load_at, run_id, step)
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        return await self._do(self.sync.delete_expired, now)
 
     async def close(self) -> None:
         # In a thread too: closing may wait for a save in progress.

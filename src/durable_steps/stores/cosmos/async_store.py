@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.history import StepRecord, keep
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
-from .heads import HeadPrograms
+from .history import HistoryPrograms
 from .listing import Listing, query_for
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
@@ -26,7 +27,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
+class AsyncCosmosStore(HistoryPrograms, Removals, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -48,6 +49,8 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -57,6 +60,7 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
             finished_ttl=finished_ttl,
             max_state_bytes=max_state_bytes,
         )
+        self._items.history = self.history = keep(history, keep_last)  # (issue 33)
         key = checked_key(endpoint, key)
         self._create = create_if_missing
         self._credential = None
@@ -162,6 +166,12 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """As ``CosmosStore.prune_orphans``."""
         return await self._do(self._sweep(older_than))
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        return await self._do(self._history(run_id))
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        return await self._do(self._load_at(run_id, step))
 
     def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
         """As ``CosmosStore.list_runs``: ``async for info in store.list_runs(...)``."""

@@ -27,11 +27,12 @@ from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.errors import DurableError
+from ...seam.history import StepRecord, keep
 from ...seam.rules import RunFilter
 from ...seam.store import Store
 from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
-from .heads import HeadPrograms
+from .history import HistoryPrograms
 from .items import MAX_ITEM_BYTES
 from .listing import Listing, query_for
 from .programs import (
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HeadPrograms, Removals, Store):
+class CosmosStore(HistoryPrograms, Removals, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -92,6 +93,8 @@ class CosmosStore(HeadPrograms, Removals, Store):
         create_if_missing: bool = False,
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -101,6 +104,7 @@ class CosmosStore(HeadPrograms, Removals, Store):
             finished_ttl=finished_ttl,
             max_state_bytes=max_state_bytes,
         )
+        self._items.history = self.history = keep(history, keep_last)  # (issue 33)
         key = checked_key(endpoint, key)  # before any request, and before a credential
         self._client: Any = None
         self._credential = None
@@ -185,6 +189,14 @@ class CosmosStore(HeadPrograms, Removals, Store):
         """Delete the segments, older than ``older_than`` seconds, that no run needs
         (their head is gone: a crashed delete, an expired run); how many."""
         return self._do(self._sweep(older_than))
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """The run's completed steps, from its segments' links (``history``)."""
+        return self._do(self._history(run_id))
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """The checkpoint after a kept step, rebuilt from its generation (``history``)."""
+        return self._do(self._load_at(run_id, step))
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         """The runs matching the filters, in no particular order, streamed page by page

@@ -257,6 +257,7 @@ _OPTIONAL = (
     "trace",
     "wake_at",
     "cancel_reason",
+    "forked_from",
 )
 
 
