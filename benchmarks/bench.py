@@ -8,7 +8,8 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs). This module owns the table and the command line.
+runs), 10 ``af_checkpoints`` (Agent Framework checkpoints on Cosmos DB, ours against
+its own ``CosmosCheckpointStorage``). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -54,6 +55,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "agent-framework",
 )
 
 
@@ -126,11 +128,11 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
-    server; False when it did not start."""
-    if {"cosmos", "listing", "console"} <= skip:
+    """Parts 4, 5, 9 and 10 (Cosmos listing, the console on Cosmos, Agent Framework's
+    checkpoints) share one cosmos-local server; False when it did not start."""
+    if {"cosmos", "listing", "console", "agent-framework"} <= skip:
         return True
-    from . import console, cosmos, listing
+    from . import af_checkpoints, console, cosmos, listing
 
     with ExitStack() as stack:
         try:
@@ -148,6 +150,11 @@ def cosmos_parts(
             "console",
             "9. the console on cosmos-local",
             lambda: console.cosmos_console(table, endpoint, quick),
+        )
+        part(
+            "agent-framework",
+            "10. Agent Framework checkpoints on cosmos-local",
+            lambda: af_checkpoints.agent_framework(table, endpoint, quick),
         )
     return True
 
