@@ -19,8 +19,8 @@ workflow's name:
 Each model call appends a line to ``SIDE_EFFECTS/model.log``.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Agent Framework 1.0 reads a handler's
+# annotations as written and refuses them as strings.
 import asyncio
 import json
 import os

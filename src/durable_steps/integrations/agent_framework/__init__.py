@@ -20,6 +20,7 @@ never pickled. The design is at the top of ``_storage.py``; the JSON of values i
 from __future__ import annotations
 
 import re
+from importlib import metadata as _metadata
 
 from durable_steps import MissingExtraError
 
@@ -29,11 +30,15 @@ SUPPORTED = (1, 0), (2, 0)
 ``[agent-framework]`` extra pins the same range; CI runs the lowest and the newest)."""
 
 try:
-    from agent_framework import __version__ as AGENT_FRAMEWORK_VERSION
-except ImportError as exc:
+    import agent_framework  # noqa: F401 - whether it is there at all
+
+    # The distribution's version: agent_framework.__version__ is "0.0.0" in 1.0.0 (it
+    # asked for the metadata of a distribution named "agent_framework").
+    AGENT_FRAMEWORK_VERSION = _metadata.version("agent-framework-core")
+except (ImportError, _metadata.PackageNotFoundError) as exc:
     raise MissingExtraError(
         f"durable_steps.integrations.agent_framework needs Microsoft Agent Framework "
-        f"(agent-framework-core>=1.0,<2): {INSTALL} (missing: {exc.name or exc})"
+        f"(agent-framework-core>=1.0,<2): {INSTALL} (missing: {getattr(exc, 'name', None) or exc})"
     ) from exc
 
 
