@@ -48,7 +48,9 @@ def test_expired_runs_go_with_their_history(kind: str, tmp_path: Path) -> None:
     """finished_ttl on a store without item TTL: delete_expired (the worker, runs prune)
     deletes ended runs last saved longer ago, with their history; others stay."""
     store: ds.Store = (
-        ds.FileStore(tmp_path, finished_ttl=60) if kind == "file" else ds.MemoryStore(finished_ttl=60)
+        ds.FileStore(tmp_path, finished_ttl=60)
+        if kind == "file"
+        else ds.MemoryStore(finished_ttl=60)
     )
     ds.run("done", _steps(Counter(), n=12), store)
     with pytest.raises(RuntimeError):
