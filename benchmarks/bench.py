@@ -8,7 +8,7 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs). This module owns the table and the command line.
+runs), 10 ``history`` (the storage history takes; saves with history on Cosmos DB). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -54,6 +54,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "history",
 )
 
 
@@ -85,7 +86,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, console, floors, growing, listing, runner_parts
+    from . import agent, console, floors, growing, history, listing, runner_parts
 
     broken: list[str] = []
 
@@ -117,6 +118,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
+    part("history", "10. history on FileStore", lambda: history.file_storage(table, base, quick))
     return broken
 
 
@@ -128,9 +130,9 @@ def cosmos_parts(
 ) -> bool:
     """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
     server; False when it did not start."""
-    if {"cosmos", "listing", "console"} <= skip:
+    if {"cosmos", "listing", "console", "history"} <= skip:
         return True
-    from . import console, cosmos, listing
+    from . import console, cosmos, history, listing
 
     with ExitStack() as stack:
         try:
@@ -148,6 +150,11 @@ def cosmos_parts(
             "console",
             "9. the console on cosmos-local",
             lambda: console.cosmos_console(table, endpoint, quick),
+        )
+        part(
+            "history",
+            "10. history on cosmos-local",
+            lambda: history.cosmos_storage(table, endpoint, quick),
         )
     return True
 

@@ -126,9 +126,12 @@ class _Planner:
         expire = self.ttl is not None and chain is not None and self.until is None
         if chain is not None and not parts and not expire and self.hist is None:
             return self._head_only(chain)  # the data is unchanged
+        # With history, data is inline only in a new run's first save before any step
+        # (nothing of it is history: no step completed, no call recorded): one request.
+        inline = not self.keep or (self.cp.etag is None and self.hist is None)
         if (
             chain is None
-            and not self.keep
+            and inline
             and self.data <= segments.INLINE_MAX
             and (known is not None or self.cp.etag is None)
         ):
