@@ -79,3 +79,29 @@ def test_the_worker_deletes_expired_runs() -> None:
     assert store.load("old") is None and store.load("new") is not None
     store.save(ds.Checkpoint("old", 0, {}, steps=("s",), status="completed", updated_at=old))
     assert expiry.due() == 0  # the next pass is not due yet
+
+
+@pytest.fixture(params=["file", "memory", "cosmos-local"])
+def keeping_five(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A store of each kind that keeps at least the last 5 completed steps."""
+    if request.param == "file":
+        yield ds.FileStore(tmp_path, keep_last=5)
+    elif request.param == "memory":
+        yield ds.MemoryStore(keep_last=5)
+    else:
+        cosmos = request.getfixturevalue("cosmos_local").fresh()
+        with cosmos.store(history="steps", keep_last=5) as store:
+            yield store
+        cosmos.drop()
+
+
+def test_keep_last_keeps_at_least_the_last_steps(keeping_five: Any, run_id: str) -> None:
+    """keep_last=5: the last five completed steps stay loadable; older ones go (at the
+    next compaction or fold), and asking for one is StepNotKeptError."""
+    store = keeping_five
+    ds.run(run_id, _steps(Counter(), n=30), store)
+    kept = [h.step for h in store.run_history(run_id)]
+    assert kept[-5:] == [25, 26, 27, 28, 29] and 0 not in kept
+    assert store.load_at(run_id, 25).state["log"] == list(range(26))
+    with pytest.raises(ds.StepNotKeptError):
+        store.load_at(run_id, 0)
