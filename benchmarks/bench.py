@@ -8,8 +8,9 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs), 10 ``af_checkpoints`` (Agent Framework checkpoints on Cosmos DB, ours against
-its own ``CosmosCheckpointStorage``). This module owns the table and the command line.
+runs), 10 ``history`` (the storage history takes; saves with history on Cosmos DB), 11
+``af_checkpoints`` (Agent Framework checkpoints on Cosmos DB, ours against its own
+``CosmosCheckpointStorage``). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -55,6 +56,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "history",
     "agent-framework",
 )
 
@@ -87,7 +89,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, console, floors, growing, listing, runner_parts
+    from . import agent, console, floors, growing, history, listing, runner_parts
 
     broken: list[str] = []
 
@@ -119,6 +121,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
+    part("history", "10. history on FileStore", lambda: history.file_storage(table, base, quick))
     return broken
 
 
@@ -128,11 +131,11 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5, 9 and 10 (Cosmos listing, the console on Cosmos, Agent Framework's
-    checkpoints) share one cosmos-local server; False when it did not start."""
-    if {"cosmos", "listing", "console", "agent-framework"} <= skip:
+    """Parts 4, 5, 9, 10 and 11 (Cosmos listing, the console on Cosmos, history, Agent
+    Framework's checkpoints) share one cosmos-local server; False when it did not start."""
+    if {"cosmos", "listing", "console", "history", "agent-framework"} <= skip:
         return True
-    from . import af_checkpoints, console, cosmos, listing
+    from . import af_checkpoints, console, cosmos, history, listing
 
     with ExitStack() as stack:
         try:
@@ -152,8 +155,13 @@ def cosmos_parts(
             lambda: console.cosmos_console(table, endpoint, quick),
         )
         part(
+            "history",
+            "10. history on cosmos-local",
+            lambda: history.cosmos_storage(table, endpoint, quick),
+        )
+        part(
             "agent-framework",
-            "10. Agent Framework checkpoints on cosmos-local",
+            "11. Agent Framework checkpoints on cosmos-local",
             lambda: af_checkpoints.agent_framework(table, endpoint, quick),
         )
     return True

@@ -176,7 +176,14 @@ class Wire:
     """A CosmosStore behind the counting proxy (or on a live account), and the meter
     for ``Metered``."""
 
-    def __init__(self, endpoint: str, container: str, *, partition_key: str | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        container: str,
+        *,
+        partition_key: str | None = None,
+        history: str = "none",
+    ) -> None:
         live = os.environ.get("COSMOS_ENDPOINT")
         self.live = bool(live)
         key = os.environ.get("COSMOS_KEY") if live else EMULATOR_KEY
@@ -193,6 +200,7 @@ class Wire:
             container=container,
             create_if_missing=partition_key is None,
             transport=self.transport,
+            history=history,  # (part 10, benchmarks/history.py: with history kept)
         )
 
     def meter(self) -> dict[str, Any]:

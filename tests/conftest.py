@@ -188,6 +188,10 @@ class Backend:
     store: Any
     write_raw: Callable[[str, Any], None]
     """Store a raw document (a dict, or bytes for file stores) as run_id's checkpoint."""
+    path: Path | None = None
+    """A file store's directory (to list what is left of a run)."""
+    cosmos: Cosmos | None = None
+    """A Cosmos DB store's container (to list what is left of a run)."""
 
 
 def _raw(doc: Any) -> bytes:
@@ -245,7 +249,7 @@ def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> 
         else:
             writer = _raw_memory_writer(opened.store.sync if is_async else opened.store)
         facade = SyncFacade(opened.store, loop) if is_async else opened.store
-        yield Backend(name, facade, writer)
+        yield Backend(name, facade, writer, opened.path, opened.cosmos)
         if is_async:
             facade.close()
 

@@ -49,6 +49,8 @@ class Store(ABC):
     """The backend's name in spans and logs (``FileStore``, ``CosmosStore``...)."""
     max_state_bytes: int
     """The state size limit (JSON bytes), the same in every store unless configured."""
+    finished_ttl: int | None = None
+    """Seconds after a run ended when it goes (retention, issue 33); None: kept."""
 
     @abstractmethod
     def load(self, run_id: str) -> Checkpoint | None:
@@ -153,6 +155,7 @@ class AsyncStore(ABC):
 
     kind: ClassVar[str] = "AsyncStore"
     max_state_bytes: int
+    finished_ttl: int | None = None
 
     @abstractmethod
     async def load(self, run_id: str) -> Checkpoint | None:
@@ -239,6 +242,7 @@ class ThreadedStore(AsyncStore, Generic[S]):
         self._threads = threads
         self.kind = sync.kind  # type: ignore[misc] # an instance's kind: its store's
         self.max_state_bytes = sync.max_state_bytes
+        self.finished_ttl = sync.finished_ttl
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.sync!r})"

@@ -47,9 +47,7 @@ class CountingTransport(RequestsTransport):  # type: ignore[misc]
 @pytest.fixture
 def counted(cosmos: Cosmos) -> Iterator[tuple[ds.CosmosStore, CountingTransport]]:
     transport = CountingTransport()
-    # Without history (issue 33), a small run's data stays inline in its head: one
-    # request per save. With history on, every update is a segment (test_history_cosmos).
-    store = cosmos.store(transport=transport, history="none")
+    store = cosmos.store(transport=transport)
     transport.clear()  # construction resolves the container once; not the hot path
     yield store, transport
     store.close()

@@ -46,6 +46,9 @@ class SavePlan:
     and another generation than this one ("": inline)."""
     known: Known
     """What the store holds once the head lands (its etag is filled in then)."""
+    trim: int | None = None
+    """History's ``keep_last`` (issue 33): after the head, delete the generations that
+    only steps before this one need."""
 
     @property
     def sent(self) -> int:
@@ -126,9 +129,12 @@ class _Planner:
         expire = self.ttl is not None and chain is not None and self.until is None
         if chain is not None and not parts and not expire and self.hist is None:
             return self._head_only(chain)  # the data is unchanged
+        # With history, data is inline only in a new run's first save before any step
+        # (nothing of it is history: no step completed, no call recorded): one request.
+        inline = not self.keep or (self.cp.etag is None and self.hist is None)
         if (
             chain is None
-            and not self.keep
+            and inline
             and self.data <= segments.INLINE_MAX
             and (known is not None or self.cp.etag is None)
         ):
@@ -216,6 +222,8 @@ class _Planner:
         assert found is not None
         chain = segments.Chain(seg, fold, 0, seg, len(data))
         write = self._write(self.head | chain.fields(), partial=False)
+        keep_last = self.items.history.keep_last
+        trim = None if not self.keep or keep_last is None else self.cp.step - keep_last + 1
         # Nothing to supersede on a new run, or on one that never had segments; nothing
         # to drop when history keeps it.
         first = self.cp.etag is None or (self.known is not None and before is None)
@@ -225,6 +233,7 @@ class _Planner:
             found,
             None if first else (fold, seg),
             self._remember(write, chain=chain, fold=fold, until=self.until),
+            trim=trim if trim is not None and trim > 0 else None,
         )
 
 

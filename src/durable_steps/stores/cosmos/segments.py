@@ -400,7 +400,7 @@ def links(run_id: str, gen: str) -> dict[str, Any]:
 def history_links(run_id: str) -> dict[str, Any]:
     """The links and history markers of every segment of the run (no data)."""
     return _query(
-        "SELECT c.seg, c.prev, c.back, c.gen, c.fold, c.seq, c.hist FROM c "
+        "SELECT c.id, c.seg, c.prev, c.back, c.gen, c.fold, c.seq, c.hist FROM c "
         "WHERE c.run = @run AND IS_DEFINED(c.seg)",
         run_id,
     )
@@ -422,6 +422,31 @@ def history_chain(chain: Chain, found: list[dict[str, Any]]) -> list[dict[str, A
         seg = item.get("back") if item.get("seq") == 0 else item.get("prev")
     out.reverse()
     return out
+
+
+def older_than(chain: Chain, found: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """``keep_last``: the items of the generations that the history before ``step``
+    alone needs (those before the generation that completed ``step``, or the first one
+    after it), from ``history_links`` -- none when that step is not along the chain."""
+    versions = history_chain(chain, found)
+    first = next(
+        (v for v in versions if isinstance(v.get("hist"), dict) and _step(v["hist"]) >= step),
+        None,
+    )
+    if first is None:
+        return []
+    older: list[Any] = []
+    for v in versions:
+        if v.get("gen") == first.get("gen"):
+            break
+        if v.get("gen") not in older:
+            older.append(v.get("gen"))
+    return [item for item in found if item.get("gen") in older]
+
+
+def _step(hist: dict[str, Any]) -> int:
+    step = hist.get("step")
+    return step if type(step) is int else -1
 
 
 def up_to(item: dict[str, Any]) -> Chain:
