@@ -8,8 +8,10 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs), 10 ``codec`` (values encrypted and compressed at rest). This module owns the
-table and the command line.
+runs), 10 ``codec`` (values encrypted and compressed at rest), 11 ``history`` (the
+storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (Agent
+Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
+This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -56,6 +58,8 @@ PARTS = (
     "pickup",
     "console",
     "codec",
+    "history",
+    "agent-framework",
 )
 
 
@@ -87,7 +91,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, codec, console, floors, growing, listing, runner_parts
+    from . import agent, codec, console, floors, growing, history, listing, runner_parts
 
     broken: list[str] = []
 
@@ -120,6 +124,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
     part("codec", "10. the codec on FileStore", lambda: codec.file_codec(table, base, quick))
+    part("history", "11. history on FileStore", lambda: history.file_storage(table, base, quick))
     return broken
 
 
@@ -129,11 +134,12 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
-    server; False when it did not start."""
-    if {"cosmos", "listing", "console", "codec"} <= skip:
+    """Parts 4, 5, 9, 10, 11 and 12 (Cosmos listing, the console, the codec, history and
+    Agent Framework's checkpoints on Cosmos) share one cosmos-local server; False when it
+    did not start."""
+    if {"cosmos", "listing", "console", "codec", "history", "agent-framework"} <= skip:
         return True
-    from . import codec, console, cosmos, listing
+    from . import af_checkpoints, codec, console, cosmos, history, listing
 
     with ExitStack() as stack:
         try:
@@ -156,6 +162,16 @@ def cosmos_parts(
             "codec",
             "10. the codec on cosmos-local",
             lambda: codec.cosmos_codec(table, endpoint, quick),
+        )
+        part(
+            "history",
+            "11. history on cosmos-local",
+            lambda: history.cosmos_storage(table, endpoint, quick),
+        )
+        part(
+            "agent-framework",
+            "12. Agent Framework checkpoints on cosmos-local",
+            lambda: af_checkpoints.agent_framework(table, endpoint, quick),
         )
     return True
 

@@ -184,6 +184,7 @@ class Wire:
         *,
         partition_key: str | None = None,
         codec: ValueCodec | None = None,
+        history: str = "none",
     ) -> None:
         live = os.environ.get("COSMOS_ENDPOINT")
         self.live = bool(live)
@@ -202,6 +203,7 @@ class Wire:
             create_if_missing=partition_key is None,
             transport=self.transport,
             codec=codec,
+            history=history,  # (part 10, benchmarks/history.py: with history kept)
         )
 
     def meter(self) -> dict[str, Any]:

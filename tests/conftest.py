@@ -187,6 +187,17 @@ class SyncFacade(ds.Store):
     def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return self._wait(self.aio.prune_orphans(older_than))
 
+    # -- history and retention (issue 33) --
+
+    def run_history(self, run_id: str) -> list[ds.StepRecord] | None:
+        return self._wait(self.aio.run_history(run_id))
+
+    def load_at(self, run_id: str, step: int) -> ds.Checkpoint | None:
+        return self._wait(self.aio.load_at(run_id, step))
+
+    def delete_expired(self, now: float | None = None) -> int:
+        return self._wait(self.aio.delete_expired(now))
+
     def close(self) -> None:
         self._wait(self.aio.close())
 
@@ -200,6 +211,10 @@ class Backend:
     store: Any
     write_raw: Callable[[str, Any], None]
     """Store a raw document (a dict, or bytes for file stores) as run_id's checkpoint."""
+    path: Path | None = None
+    """A file store's directory (to list what is left of a run)."""
+    cosmos: Cosmos | None = None
+    """A Cosmos DB store's container (to list what is left of a run)."""
 
 
 def _raw(doc: Any) -> bytes:
@@ -257,7 +272,7 @@ def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> 
         else:
             writer = _raw_memory_writer(opened.store.sync if is_async else opened.store)
         facade = SyncFacade(opened.store, loop) if is_async else opened.store
-        yield Backend(name, facade, writer)
+        yield Backend(name, facade, writer, opened.path, opened.cosmos)
         if is_async:
             facade.close()
 
@@ -331,6 +346,10 @@ class Api:
 
     def result(self, run_id: str, **kw: Any) -> dict[str, Any]:
         return self._call(ds.wait_for_result, ds.wait_for_result_async, run_id, **kw)  # type: ignore[no-any-return]
+
+    def fork(self, run_id: str, new_run_id: str, **kw: Any) -> ds.Checkpoint:
+        """``fork_run`` (issue 33)."""
+        return self._call(ds.fork_run, ds.fork_run_async, run_id, new_run_id, **kw)  # type: ignore[no-any-return]
 
     def step(self, name: str, body: Callable[[Any], Any], **kw: Any) -> ds.Step:
         """A step from an ``async def`` body: awaited under run_async, and under run run

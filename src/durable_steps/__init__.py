@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
+from .runner.fork import fork_run, fork_run_async
+from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
@@ -36,9 +38,11 @@ from .seam.errors import (
     SignalTimeoutError,
     StateTooLargeError,
     StepMismatchError,
+    StepNotKeptError,
     StoreError,
     TooManyAttemptsError,
 )
+from .seam.history import StepRecord
 from .seam.store import AsyncStore, Store
 from .stores.config import async_store_for, async_store_from_env, store_for, store_from_env
 from .stores.file.async_store import AsyncFileStore
@@ -89,6 +93,8 @@ __all__ = [
     "Step",
     "StepContext",
     "StepMismatchError",
+    "StepNotKeptError",
+    "StepRecord",
     "Store",
     "StoreError",
     "TooManyAttemptsError",
@@ -102,10 +108,16 @@ __all__ = [
     "cancel_run",
     "cancel_run_async",
     "current_step",
+    "fork_run",
+    "fork_run_async",
+    "load_at",
+    "load_at_async",
     "recover",
     "recover_async",
     "run",
     "run_async",
+    "run_history",
+    "run_history_async",
     "running_steps",
     "send_signal",
     "send_signal_async",

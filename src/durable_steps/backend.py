@@ -22,7 +22,9 @@ from __future__ import annotations
 from .seam.checkpoint import NOT_READ, Checkpoint, RunInfo, evolve, head_of
 from .seam.document import decode, dumps, head_document, info_of, to_document
 from .seam.errors import conflict, corrupt_error, delete_conflict
+from .seam.history import StepRecord, not_kept
 from .seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
+from .seam.state import FrozenState, frozen_state, mark_stored
 from .seam.store import ORPHAN_AGE, AsyncStore, Store, ThreadedStore
 from .stores.registry import GROUP, Backend, Opening
 
@@ -56,4 +58,13 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     "delete_conflict",
     "head_etag",
     "state_limit",
+    # history (issue 33): what run_history lists, the error of a step not kept
+    "StepRecord",
+    "not_kept",
+    # -- a client that writes checkpoints itself (issue 35: the Agent Framework storage) --
+    # A state made by ``frozen_state`` and ``FrozenState.updated`` remembers its change
+    # since the version stored at an etag (``mark_stored``), so a save sends that change.
+    "FrozenState",
+    "frozen_state",
+    "mark_stored",
 ]

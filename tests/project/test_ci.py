@@ -125,3 +125,18 @@ def test_the_oldest_openai_agents_the_extra_accepts_is_tested() -> None:
     for module in ("", "_edges", "_processes", "_package"):
         assert f"tests/integrations/test_openai_agents{module}.py" in tests
         assert (ROOT / f"tests/integrations/test_openai_agents{module}.py").is_file()
+
+
+def test_the_oldest_agent_framework_the_extra_accepts_is_tested() -> None:
+    """A job installs the lower bound of the [agent-framework] extra and runs the
+    integration's tests on it (the other jobs get the newest release)."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (bound,) = re.findall(r'agent-framework = \["agent-framework-core>=([\d.]+),', pyproject)
+    job = workflow()["jobs"]["agent-framework-oldest"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any(f"'agent-framework-core=={bound}.0'" in r for r in runs)
+    tests = next(r for r in runs if "pytest" in r)
+    assert "cosmos-local" in tests
+    for module in ("", "_processes", "_package"):
+        assert f"tests/integrations/test_agent_framework{module}.py" in tests
+        assert (ROOT / f"tests/integrations/test_agent_framework{module}.py").is_file()

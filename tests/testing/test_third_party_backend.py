@@ -47,8 +47,14 @@ def pytest_in(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_backend_of_another_package_passes_the_contract_suite(site: Path) -> None:
     """The whole contract suite, on the registered backend alone: every test passes for
     the sync store and its async twin (the only skips are the tests of Cosmos DB's own
-    layout, which need that backend)."""
-    run = pytest_in(site, "tests/stores/test_contract.py", "-rs", "--durable-backends=sqlite")
+    layout, which need that backend). History, fork and rewind too (issue 33)."""
+    run = pytest_in(
+        site,
+        "tests/stores/test_contract.py",
+        "tests/history/test_history.py",
+        "-rs",
+        "--durable-backends=sqlite",
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", run.stdout).group(1))  # type: ignore[union-attr]
     assert passed >= 100, run.stdout[-500:]

@@ -118,7 +118,9 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
 
     The store lists only those runs, and each is deleted only if it is unchanged
     since it was listed: a run resumed meanwhile is kept and reported. Without
-    --yes the runs are listed first and you are asked. On Cosmos DB it also removes
+    --yes the runs are listed first and you are asked. It also deletes the runs that
+    ended more than DURABLE_FINISHED_TTL seconds ago (with their history), on stores
+    that do not expire them themselves (file). On Cosmos DB it also removes
     data (segments) that no run's head reaches, an hour after it was written: a
     delete that crashed half-way, a run expired by finished_ttl, a save that failed
     or lost to another writer. Examples:
@@ -149,16 +151,22 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
                 if info.error is None:  # (an unreadable run never matches these filters)
                     _prune_one(store, info, dry_run, as_json, done)
                     progress.advance()
-        # Cosmos DB: data that no head reaches (a crashed delete, an expired run, a lost save).
+        # Retention (issue 33): runs past the store's finished_ttl, on a store that has
+        # no item TTL (file, memory), with their history.
+        expired = 0 if dry_run else store.delete_expired()
+        # Cosmos DB: data that no head reaches (a crashed delete, an expired run, a lost save);
+        # file store: history no run file claims.
         segments = None if dry_run else store.prune_orphans()
     if as_json:
         extra = {} if segments is None else {"orphaned_segments": segments}
+        extra["expired"] = expired
         click.echo(json.dumps({"dry_run": dry_run, **done, **extra}, indent=2))
         return
     verb = "would delete" if dry_run else "deleted"
     count = len(done["matched" if dry_run else "deleted"])
     kept = f"; kept {len(done['kept'])} that changed since listed" if done["kept"] else ""
     swept = "" if not segments else f"; removed {segments:,} orphaned segment(s)"
+    swept += "" if not expired else f"; deleted {expired:,} expired run(s) (DURABLE_FINISHED_TTL)"
     note(
         f"{verb} {count:,} {which} last updated before {when(cutoff)} (older than {older})"
         f"{kept}{swept}"

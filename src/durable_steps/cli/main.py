@@ -32,6 +32,7 @@ from .change import runs_delete, runs_prune, runs_signal
 from .common import err, first_line, options, say
 from .demo import demo, demo_worker
 from .dev import dev
+from .history import runs_fork, runs_history
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
@@ -73,6 +74,8 @@ def cli(verbose: int, debug: bool) -> None:
 for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
+    runs.add_command(command)
+for command in (runs_history, runs_fork):  # issue 33
     runs.add_command(command)
 
 

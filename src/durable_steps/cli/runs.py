@@ -338,6 +338,10 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
         "updated": Text(when(cp.updated_at)),
         "etag": Text(cp.etag or "-"),
     }
+    if cp.forked_from:  # fork (issue 33)
+        f = cp.forked_from
+        call = "" if f.get("call") is None else f", keeping {f.get('call')} recorded calls"
+        fields["forked from"] = Text(f"{f.get('run')} after step {f.get('step')}{call}")
     for key, value in fields.items():
         grid.add_row(key, value)
     out.print(grid)

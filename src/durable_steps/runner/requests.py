@@ -71,7 +71,17 @@ class Info(NamedTuple):
     run_id: str
 
 
-Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead
+# -- history (issue 33) --
+
+
+class LoadAt(NamedTuple):
+    """The checkpoint after a kept step (``Store.load_at``), or None: no such run."""
+
+    run_id: str
+    step: int
+
+
+Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead | LoadAt
 R = TypeVar("R")
 
 

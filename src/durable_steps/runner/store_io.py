@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ..seam.store import AsyncStore, Store
 from . import clock
-from .requests import Info, Load, LoadHead, Request, Save, SaveHead, Sleep, execute_async
+from .requests import Info, Load, LoadAt, LoadHead, Request, Save, SaveHead, Sleep, execute_async
 from .tasks import untracked
 
 T = TypeVar("T")
@@ -22,7 +22,7 @@ T = TypeVar("T")
 def blocking_io(store: Store) -> Callable[[Request], Any]:
     """``do`` for programs that only load, save and sleep: a blocking store's I/O."""
 
-    def do(op: Request) -> Any:
+    def do(op: Request) -> Any:  # noqa: PLR0911 (one return per request kind)
         if isinstance(op, Load):
             return store.load(op.run_id)
         if isinstance(op, Save):
@@ -35,6 +35,8 @@ def blocking_io(store: Store) -> Callable[[Request], Any]:
             return clock.sleep(op.seconds)
         if isinstance(op, Info):
             return store.run_info(op.run_id)
+        if isinstance(op, LoadAt):
+            return store.load_at(op.run_id, op.step)
         raise TypeError(op)
 
     return do
@@ -65,6 +67,8 @@ class AsyncStoreIO:
             return await clock.asleep(op.seconds)
         if isinstance(op, Info):
             return await self.store.run_info(op.run_id)
+        if isinstance(op, LoadAt):
+            return await self.store.load_at(op.run_id, op.step)
         raise TypeError(op)
 
     async def _save(self, op: Save | SaveHead) -> Any:

@@ -61,6 +61,10 @@ class Checkpoint:
     """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
+    # -- fork (issue 33, item 3: runner.fork) --
+    forked_from: Mapping[str, Any] | None = None
+    """A run made by ``fork_run``: ``{"run": source run id, "step": k, "call": n or
+    None, "at": when}``. None: not a fork."""
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")

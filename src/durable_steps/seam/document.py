@@ -12,6 +12,7 @@ module reads today's schema only:
   branches are keyed by scope and index, which a version that numbered calls across
   the step would mix up, so it refuses them. Version 0.1 refuses schemas from 3 on
   ("upgrade").
+- 4, optional fields (absent meaning none): ``forked_from`` (a fork's source, issue 33).
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "trace": cp.trace,
         "wake_at": cp.wake_at,
         "cancel_reason": cp.cancel_reason,
+        # fork (issue 33): optional in schema 4, absent meaning "not a fork"
+        "forked_from": None if cp.forked_from is None else dict(cp.forked_from),
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
@@ -240,6 +243,7 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        "forked_from": _opt(doc, "forked_from", dict),
     }
 
 

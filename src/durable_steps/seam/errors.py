@@ -10,6 +10,7 @@
     ├── TooManyAttemptsError    a step was started max_attempts times, none finished
     ├── SignalTimeoutError      a signal's deadline passed before it came (in the step)
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
+    ├── StepNotKeptError        (also a LookupError) history keeps no such step or call
     ├── StepMismatchError       the completed part of the step list changed
     ├── CorruptCheckpointError  a stored checkpoint exists but cannot be read
     ├── CodecError              a value is encrypted with a key this store does not have
@@ -128,6 +129,14 @@ class RunNotFoundError(DurableError, LookupError):
     """The run has no checkpoint in the store."""
 
     run_id: str
+
+
+class StepNotKeptError(DurableError, LookupError):
+    """The run's history keeps no checkpoint after that step, or the step's journal
+    has fewer recorded calls than asked for (``load_at``, ``fork_run``)."""
+
+    run_id: str
+    step: int
 
 
 class StepMismatchError(DurableError):

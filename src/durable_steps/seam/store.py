@@ -10,6 +10,9 @@ each method written once, here.
 - ``delete``, ``list_runs`` (filters as one ``RunFilter``, applied by the backend,
   results streamed, no state read), ``run_info`` (one run's metadata).
 - ``prune_orphans``: data that no run refers to any more (a crashed save's leftovers).
+- ``run_history`` / ``load_at`` (issue 33): the completed steps a store keeps, and the
+  checkpoint after one of them (``seam.history``); ``delete_expired``: runs that ended
+  longer than the store's ``finished_ttl`` ago (a store without item TTL).
 - ``close`` and the context manager.
 
 A backend implements the abstract methods; ``list_runs`` turns its keyword filters
@@ -29,6 +32,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from .checkpoint import Checkpoint, RunInfo
 from .codec import Codec
+from .history import StepRecord, latest, latest_at
 from .rules import RunFilter
 
 S = TypeVar("S", bound="Store")
@@ -50,6 +54,8 @@ class Store(ABC):
     """What the state's values and call results are encoded with at rest (``codec=``,
     ``seam.encoded``); None: plain. A tool that only shows runs may put a
     ``codec.Shown`` here, to show what it cannot decrypt as such instead of failing."""
+    finished_ttl: int | None = None
+    """Seconds after a run ended when it goes (retention, issue 33); None: kept."""
 
     @abstractmethod
     def load(self, run_id: str) -> Checkpoint | None:
@@ -114,6 +120,27 @@ class Store(ABC):
         seconds (a crashed save's leftovers); how many items went. Nothing, by default."""
         return 0
 
+    # -- history and retention (issue 33) --------------------------------------------
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """The run's completed steps that the store keeps, oldest first (``StepRecord``:
+        index, name, when, attempts, update bytes); None when the run has none. By
+        default (a backend that keeps no history) the latest completed step alone."""
+        return latest(self.load_head(run_id))
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """The checkpoint after completed step ``step``: its state then, and as ``calls``
+        the journal of step ``step + 1`` as it stood when that step completed (as it
+        stands, when the run is there). None: the run has none; a step not kept:
+        ``StepNotKeptError``. By default the latest checkpoint alone."""
+        return latest_at(self.load(run_id), step)
+
+    def delete_expired(self, now: float | None = None) -> int:
+        """Delete the runs that ended (completed, cancelled) more than the store's
+        ``finished_ttl`` ago, everything of them; how many. Nothing, by default: a
+        store whose service expires items itself (Cosmos DB's TTL) needs no call."""
+        return 0
+
     @abstractmethod
     def close(self) -> None:
         """Release what the store holds (files, connections); idempotent."""
@@ -133,6 +160,7 @@ class AsyncStore(ABC):
 
     kind: ClassVar[str] = "AsyncStore"
     max_state_bytes: int
+    finished_ttl: int | None = None
 
     @abstractmethod
     async def load(self, run_id: str) -> Checkpoint | None:
@@ -179,6 +207,20 @@ class AsyncStore(ABC):
         """``Store.prune_orphans``."""
         return 0
 
+    # -- history and retention (issue 33) --------------------------------------------
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """``Store.run_history``."""
+        return latest(await self.load_head(run_id))
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """``Store.load_at``."""
+        return latest_at(await self.load(run_id), step)
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        """``Store.delete_expired``."""
+        return 0
+
     @abstractmethod
     async def close(self) -> None:
         """``Store.close``."""
@@ -205,6 +247,7 @@ class ThreadedStore(AsyncStore, Generic[S]):
         self._threads = threads
         self.kind = sync.kind  # type: ignore[misc] # an instance's kind: its store's
         self.max_state_bytes = sync.max_state_bytes
+        self.finished_ttl = sync.finished_ttl
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.sync!r})"
@@ -247,6 +290,15 @@ class ThreadedStore(AsyncStore, Generic[S]):
 
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return await self._do(self.sync.prune_orphans, older_than)
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        return await self._do(self.sync.run_history, run_id)
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        return await self._do(self.sync.load_at, run_id, step)
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        return await self._do(self.sync.delete_expired, now)
 
     async def close(self) -> None:
         # In a thread too: closing may wait for a save in progress.

@@ -160,6 +160,39 @@ def cosmos_settings(
     }
 
 
+# -- history and retention (issue 33) ------------------------------------------------
+
+
+def retention(env: Mapping[str, str]) -> dict[str, Any]:
+    """``DURABLE_HISTORY`` (steps or none; unset: the store's default),
+    ``DURABLE_HISTORY_KEEP_LAST`` (N) and ``DURABLE_FINISHED_TTL`` (seconds after a run
+    ended when it is deleted) as store arguments; only those that are set."""
+    found: dict[str, Any] = {}
+    history = env.get("DURABLE_HISTORY", "").strip().lower()
+    if history:
+        if history not in ("steps", "none"):
+            raise ConfigurationError(
+                f"DURABLE_HISTORY={_shown(env['DURABLE_HISTORY'])} is not a history setting; "
+                "use steps (every completed step is kept) or none (only the latest checkpoint)",
+                variable="DURABLE_HISTORY",
+            )
+        found["history"] = history
+    for name, key, what in (
+        ("DURABLE_HISTORY_KEEP_LAST", "keep_last", "a number of completed steps"),
+        ("DURABLE_FINISHED_TTL", "finished_ttl", "a number of seconds"),
+    ):
+        value = env.get(name, "").strip().replace("_", "")
+        if not value:
+            continue
+        if not value.isdigit() or int(value) < 1:
+            raise ConfigurationError(
+                f"{name}={_shown(env[name])} is not {what}; use a whole number from 1",
+                variable=name,
+            )
+        found[key] = int(value)
+    return found
+
+
 def _opening(
     url: str, env: Mapping[str, str], create: bool, named_by: str | None = None
 ) -> Opening:
@@ -278,11 +311,12 @@ def open_file(o: Opening, is_async: bool) -> Any:
         )
 
     def make() -> Any:
+        kept = retention(o.env)
         if not is_async:
-            return FileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec)
+            return FileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
         from .file.async_store import AsyncFileStore
 
-        return AsyncFileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec)
+        return AsyncFileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
 
     if exists(path):
         return make()
@@ -336,9 +370,10 @@ def _why_missing(named_by: str | None) -> str:
 def open_memory(o: Opening, is_async: bool) -> Any:
     from .memory import AsyncMemoryStore, MemoryStore
 
+    kept = retention(o.env)
     if is_async:
-        return AsyncMemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec)
-    return MemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec)
+        return AsyncMemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
+    return MemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
 
 
 def open_cosmos(o: Opening, is_async: bool) -> Any:
@@ -346,6 +381,7 @@ def open_cosmos(o: Opening, is_async: bool) -> Any:
     args = cosmos_settings(o.env, endpoint, database, container, o.create)
     args["max_state_bytes"] = o.max_state_bytes
     args["codec"] = o.codec
+    args |= retention(o.env)
     cosmos = cosmos_module()
     if is_async:
         return cosmos.AsyncCosmosStore(**args)

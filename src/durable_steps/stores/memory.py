@@ -1,21 +1,31 @@
 """MemoryStore (and AsyncMemoryStore, for asyncio): checkpoints in a dict, for tests of
-code that uses durable-steps."""
+code that uses durable-steps.
+
+History (issue 33, ``seam.history``): each save that completes a step keeps its stored
+bytes and those of the version before it (whose journal is the step's as it stood
+when it completed) -- objects the store made anyway, kept instead of dropped.
+Retention: ``finished_ttl`` seconds after a run ended, ``delete_expired`` (the worker,
+``runs prune``) deletes it with its history."""
 
 from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from ..seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
+from ..seam import delta
+from ..seam.checkpoint import ENDED, Checkpoint, RunInfo, evolve, head_of
 from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.encoded import Coder, decoded
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
+from ..seam.history import Keep, StepRecord, keep, not_kept
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
+from ..seam.state import delta_since
 from ..seam.store import Store, ThreadedStore
 
 
@@ -26,12 +36,26 @@ class MemoryStore(Store):
 
     kind = "MemoryStore"
 
-    def __init__(self, *, max_state_bytes: int | None = None, codec: Codec | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
+        finished_ttl: int | None = None,
+        codec: Codec | None = None,
+    ) -> None:
         self.max_state_bytes = state_limit(max_state_bytes)
+        self.history: Keep = keep(history, keep_last)
+        self.finished_ttl = finished_ttl
         self.codec = codec  # values kept encoded, as a durable store keeps them (seam.encoded)
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
+        # -- history (issue 33): per run, each completed step's entry, its version's
+        # bytes and the version's before it; and the last saved (step, attempt).
+        self._kept: dict[str, list[tuple[StepRecord, bytes, bytes | None]]] = {}
+        self._last: dict[str, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._runs)} runs>)"
@@ -51,8 +75,70 @@ class MemoryStore(Store):
         coder = Coder(self.codec, checkpoint.run_id)
         calls, state = coder.records(calls, plain_calls), coder.state(state, plain_state)
         with self._lock:
+            before = self._runs.get(checkpoint.run_id)
             self._put(checkpoint, doc, calls, state)
+            self._note(checkpoint, doc, before, state)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+
+    # -- history (issue 33) -----------------------------------------------------------
+
+    def _note(
+        self, cp: Checkpoint, doc: dict[str, Any], before: bytes | None, state: bytes
+    ) -> None:
+        """After a save (under the lock): a completed step's entry, if history is kept."""
+        step, attempt = self._last.get(cp.run_id, (-1, None))
+        self._last[cp.run_id] = (cp.step, cp.attempt)
+        if not self.history.on or cp.step <= step:
+            return
+        change = delta_since(cp.state, cp.etag) if before is not None else None
+        if change is None:
+            size = len(state)
+        else:
+            parts, _ = delta.encode(cp.state, change, (), (), None)
+            size = len(b",".join(parts)) + 2
+        entry = StepRecord(cp.step, cp.steps[-1], doc["updated_at"], attempt, size)
+        kept = self._kept.setdefault(cp.run_id, [])
+        kept.append((entry, self._runs[cp.run_id], before))
+        if self.history.keep_last is not None:
+            del kept[: -self.history.keep_last]
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        check_run_id(run_id)
+        if not self.history.on:
+            return super().run_history(run_id)
+        with self._lock:
+            if run_id not in self._runs:
+                return None
+            return [entry for entry, _, _ in self._kept.get(run_id, ())]
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        check_run_id(run_id)
+        if not self.history.on:
+            return super().load_at(run_id, step)
+        with self._lock:
+            current = self._runs.get(run_id)
+            kept = list(self._kept.get(run_id, ()))
+        if current is None:
+            return None
+        for n, (entry, data, _) in enumerate(kept):
+            if entry.step == step:
+                # The next step's journal: as it stood before the save that completed
+                # it, or as it stands now.
+                after = kept[n + 1][2] if n + 1 < len(kept) else current
+                calls = () if after is None else decode(after, run_id, "memory").calls
+                return evolve(decode(data, run_id, "memory"), etag=None, calls=calls)
+        raise not_kept(run_id, step, (entry.step for entry, _, _ in kept))
+
+    def delete_expired(self, now: float | None = None) -> int:
+        """Delete the runs that ended more than ``finished_ttl`` seconds ago."""
+        if self.finished_ttl is None:
+            return 0
+        cutoff = (time.time() if now is None else now) - self.finished_ttl
+        gone = 0
+        for info in list(self.listing(RunFilter(updated_before=cutoff))):
+            if info.status in ENDED and self.delete(info.run_id, etag=info.etag):
+                gone += 1
+        return gone
 
     def load_head(self, run_id: str) -> Checkpoint | None:
         """The run's checkpoint but its data (``HeadStore``): no key needed."""
@@ -90,6 +176,8 @@ class MemoryStore(Store):
             if etag is not None and self._etag(run_id) not in (None, etag):
                 raise delete_conflict(run_id)
             self._etags.pop(run_id, None)
+            self._kept.pop(run_id, None)  # its history goes with it
+            self._last.pop(run_id, None)
             return self._runs.pop(run_id, None) is not None
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -125,5 +213,20 @@ def _info(run_id: str, raw: bytes) -> RunInfo:
 class AsyncMemoryStore(ThreadedStore[MemoryStore]):
     """MemoryStore for asyncio. Its work is a dict update, so it runs on the loop."""
 
-    def __init__(self, *, max_state_bytes: int | None = None, codec: Codec | None = None) -> None:
-        super().__init__(MemoryStore(max_state_bytes=max_state_bytes, codec=codec), threads=False)
+    def __init__(
+        self,
+        *,
+        max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
+        finished_ttl: int | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        store = MemoryStore(
+            max_state_bytes=max_state_bytes,
+            history=history,
+            keep_last=keep_last,
+            finished_ttl=finished_ttl,
+            codec=codec,
+        )
+        super().__init__(store, threads=False)

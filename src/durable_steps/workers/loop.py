@@ -36,6 +36,7 @@ from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
 from ..seam.store import Store
 from .recovery import Recovered, candidates, known_workflows, recover_one
+from .retention import Expiry
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
 
@@ -98,6 +99,7 @@ def serve(
     running: dict[Future[Recovered], str] = {}
 
     claims = _Claims(stop.is_set)
+    expiry = Expiry(store)  # retention (issue 33): finished_ttl on stores without item TTL
 
     def start(pool: ThreadPoolExecutor, run_id: str, name: str) -> None:
         job = pool.submit(
@@ -124,7 +126,7 @@ def serve(
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
-            for run_id, name in candidates(store.listing, known, owner, None):
+            for run_id, name in candidates(expiry.before(store.listing), known, owner, None):
                 if stop.is_set():
                     break
                 start(pool, run_id, name)
@@ -140,7 +142,13 @@ def serve(
                 busy = set(running.values()).__contains__
                 soon: list[float] = []
                 look = candidates(
-                    store.listing, known, owner, free, busy, wakes=soon, within=interval
+                    expiry.before(store.listing),
+                    known,
+                    owner,
+                    free,
+                    busy,
+                    wakes=soon,
+                    within=interval,
                 )
                 for run_id, name in look:
                     start(pool, run_id, name)

@@ -10,10 +10,11 @@ from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
+from ...seam.history import StepRecord, keep
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
-from .heads import HeadPrograms
+from .history import HistoryPrograms
 from .listing import Listing, query_for
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
@@ -27,7 +28,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
+class AsyncCosmosStore(HistoryPrograms, Removals, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -50,6 +51,8 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
         codec: Codec | None = None,
+        history: str = "none",
+        keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -60,6 +63,9 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
             max_state_bytes=max_state_bytes,
             codec=codec,
         )
+        # History (issue 33) is opt-in here for now: with it on, a small run's data is
+        # never inline in its head (two requests per save, not one); see ``history``.
+        self._items.history = self.history = keep(history, keep_last)
         key = checked_key(endpoint, key)
         self._create = create_if_missing
         self._credential = None
@@ -165,6 +171,12 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """As ``CosmosStore.prune_orphans``."""
         return await self._do(self._sweep(older_than))
+
+    async def run_history(self, run_id: str) -> list[StepRecord] | None:
+        return await self._do(self._history(run_id))
+
+    async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        return await self._do(self._load_at(run_id, step))
 
     def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
         """As ``CosmosStore.list_runs``: ``async for info in store.list_runs(...)``."""

@@ -33,6 +33,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint
 from ...seam.delta import Sizes
 from ...seam.errors import StateTooLargeError
+from ...seam.history import Keep
 from ...seam.state import MAX_SAFE_INT
 from .segments import MAX_BODY, MAX_ITEM_BYTES, SYSTEM_RESERVE, Chain, Measure
 
@@ -95,6 +96,8 @@ class Items:
 
     def __init__(self, escaped: bool, finished_ttl: int | None) -> None:
         self.escaped, self.finished_ttl = escaped, finished_ttl
+        self.history = Keep()
+        """What history the store keeps (issue 33: ``plan``, ``history``)."""
         self.patch = True
         self.measure = Measure(self.dump, self.length)  # reads ``escaped`` when it measures
         self._known: dict[str, Known] = {}

@@ -48,6 +48,9 @@ class SavePlan:
     and another generation than this one ("": inline)."""
     known: Known
     """What the store holds once the head lands (its etag is filled in then)."""
+    trim: int | None = None
+    """History's ``keep_last`` (issue 33): after the head, delete the generations that
+    only steps before this one need."""
 
     @property
     def sent(self) -> int:
@@ -129,16 +132,24 @@ class _Planner:
         self.chain = None if self.known is None else self.known.chain
         self.ttl = items.finished_ttl if self.cp.done else None
         self.until = None if self.known is None else self.known.until
+        # -- history (issue 33): never inline, a completed step's save always writes a
+        # segment marked ``hist``, a fold keeps what it supersedes (``segments``).
+        self.keep = items.history.on
+        self.hist = _completed(p) if self.keep else None
 
     def plan(
         self, parts: list[bytes], change: Any, stored: Sequence[Mapping[str, Any]] | None
     ) -> SavePlan:
         known, chain = self.known, self.chain
         expire = self.ttl is not None and chain is not None and self.until is None
-        if chain is not None and not parts and not expire:  # the data is unchanged
-            return self._head_only(chain)
+        if chain is not None and not parts and not expire and self.hist is None:
+            return self._head_only(chain)  # the data is unchanged
+        # With history, data is inline only in a new run's first save before any step
+        # (nothing of it is history: no step completed, no call recorded): one request.
+        inline = not self.keep or (self.cp.etag is None and self.hist is None)
         if (
             chain is None
+            and inline
             and self.data <= segments.INLINE_MAX
             and (known is not None or self.cp.etag is None)
         ):
@@ -188,7 +199,13 @@ class _Planner:
         into several (a step that adds 2.5 MB sends its 2.5 MB, never the state)."""
         seg = segments.nonce()
         head = segments.segment_head(
-            self.cp.run_id, seg, gen=chain.gen, fold=chain.fold, seq=chain.seq + 1, prev=chain.tip
+            self.cp.run_id,
+            seg,
+            gen=chain.gen,
+            fold=chain.fold,
+            seq=chain.seq + 1,
+            prev=chain.tip,
+            hist=self.hist,
         )
         found = segments.segment_items(
             self.items.measure, self.items.escaped, head, change, data, split=True
@@ -203,10 +220,13 @@ class _Planner:
         before = self.chain.fold if self.chain else self.known.fold if self.known else None
         fold = max(int(time.time() * 1000), (before or 0) + 1)
         self.until = None  # the segments that expire then are superseded
-        if self.data <= segments.INLINE_MAX:
+        if self.data <= segments.INLINE_MAX and not self.keep:
             return self._inline(False, fold)
         seg = segments.nonce()
-        head = segments.segment_head(self.cp.run_id, seg, gen=seg, fold=fold, seq=0, prev=None)
+        back = self.chain.tip if self.keep and self.chain is not None else None
+        head = segments.segment_head(
+            self.cp.run_id, seg, gen=seg, fold=fold, seq=0, prev=None, hist=self.hist, back=back
+        )
         if self.ttl is not None:
             head["ttl"] = self.ttl + segments.TTL_MARGIN
             self.until = time.time() + self.ttl + segments.TTL_MARGIN
@@ -219,14 +239,37 @@ class _Planner:
         assert found is not None
         chain = segments.Chain(seg, fold, 0, seg, len(data))
         write = self._write(self.head | chain.fields(), partial=False)
-        # Nothing to supersede on a new run, or on one that never had segments.
+        keep_last = self.items.history.keep_last
+        trim = None if not self.keep or keep_last is None else self.cp.step - keep_last + 1
+        # Nothing to supersede on a new run, or on one that never had segments; nothing
+        # to drop when history keeps it.
         first = self.cp.etag is None or (self.known is not None and before is None)
+        first = first or (self.keep and self.chain is not None)
         return SavePlan(
             write,
             found,
             None if first else (fold, seg),
             self._remember(write, chain=chain, fold=fold, until=self.until),
+            trim=trim if trim is not None and trim > 0 else None,
         )
+
+
+def _completed(p: Prepared) -> dict[str, Any] | None:
+    """History's marker of a save that completes a step (its segment's ``hist``), or
+    None. The step's attempts are those of the version before (the completed step's
+    checkpoint starts the next one at attempt 1); size: the bytes of its update."""
+    cp, known = p.cp, p.known
+    before, attempts = -1, None
+    if known is not None:
+        before = json.loads(known.fields.get("step", "-1"))
+        attempts = json.loads(known.fields.get("attempt", "null"))
+    # A version this store does not know (another process saved it): marked if it is
+    # past step -1; a reader keeps the first marker of each step along the chain.
+    if cp.step <= before or not cp.steps:
+        return None
+    size = len(segments.blob(p.parts))
+    at = p.doc.get("updated_at")
+    return {"step": cp.step, "name": cp.steps[-1], "at": at, "attempts": attempts, "size": size}
 
 
 def plan_head(

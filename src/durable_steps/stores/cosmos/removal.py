@@ -74,6 +74,8 @@ class Removals(CosmosPrograms):
             doomed, unsure = unneeded(its, head)
             if unsure and head is not None:
                 doomed += yield from self._off_chain(run_id, head, unsure)
+            if doomed and head is not None:
+                doomed = yield from self._not_history(run_id, head, doomed)
             removed += yield from self._delete_segments(run_id, doomed, "orphaned")
         return removed
 
@@ -91,6 +93,26 @@ class Removals(CosmosPrograms):
             return []
         chained = on_chain(head, found)
         return [] if chained is None else [s for s in unsure if s.get("seg") not in chained]
+
+    def _not_history(
+        self, run_id: str, head: dict[str, Any], doomed: list[dict[str, Any]]
+    ) -> Program[list[dict[str, Any]]]:
+        """Those of ``doomed`` that the run's history does not reach (issue 33: a fold
+        with history on keeps what it superseded, linked by ``back``;
+        ``segments.history_chain``). A head that points to no segments keeps none."""
+        try:
+            chain = segments.chain_of(head)
+        except (TypeError, ValueError):
+            return []
+        if chain is None:
+            return doomed
+        try:
+            found = yield SdkCall(QUERY, segments.history_links(run_id))
+        except AzureError as exc:
+            log.warning("run %r: could not read its history to sweep its segments: %s", run_id, exc)
+            return []
+        kept = {item.get("seg") for item in segments.history_chain(chain, found)}
+        return [s for s in doomed if s.get("seg") not in kept]
 
 
 def unneeded(

@@ -98,6 +98,8 @@ class Saves(CosmosPrograms):
             raise
         if saving.cleanup is not None:
             yield from self._cleanup(run_id, *saving.cleanup)
+        if saving.trim is not None and saving.known.chain is not None:  # keep_last (issue 33)
+            yield from self._trim(run_id, saving.known.chain, saving.trim)
         return self._confirmed(saving, etag)
 
     def _commit(
@@ -197,6 +199,16 @@ class Saves(CosmosPrograms):
             log.warning("run %r: could not list superseded segments: %s", run_id, exc)
             return
         yield from self._delete_segments(run_id, found)
+
+    def _trim(self, run_id: str, chain: segments.Chain, step: int) -> Program[None]:
+        """After a fold with ``keep_last``: delete the kept generations that only the
+        history before ``step`` needs. A failure leaves them for the next fold."""
+        try:
+            found = yield SdkCall(QUERY, segments.history_links(run_id))
+        except AzureError as exc:
+            log.warning("run %r: could not list its history to trim it: %s", run_id, exc)
+            return
+        yield from self._delete_segments(run_id, segments.older_than(chain, found, step), "old")
 
     def _confirmed(self, saving: SavePlan, etag: str) -> Checkpoint:
         write = saving.head

@@ -243,9 +243,17 @@ def _chunks(text: str, room: int, measure: Callable[[str], int]) -> list[str]:
 
 
 def segment_head(
-    run_id: str, seg: str, *, gen: str, fold: int, seq: int, prev: str | None
+    run_id: str,
+    seg: str,
+    *,
+    gen: str,
+    fold: int,
+    seq: int,
+    prev: str | None,
+    hist: dict[str, Any] | None = None,
+    back: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    head: dict[str, Any] = {
         "id": f"~{seg}",
         "run": run_id,
         "seg": seg,
@@ -254,6 +262,11 @@ def segment_head(
         "seq": seq,
         "prev": prev,
     }
+    if hist is not None:  # history (issue 33): this save completed a step
+        head["hist"] = hist
+    if back is not None:  # history: the tip of the chain this snapshot supersedes
+        head["back"] = back
+    return head
 
 
 # -- rebuilding a run's data -----------------------------------------------------------
@@ -376,3 +389,67 @@ def links(run_id: str, gen: str) -> dict[str, Any]:
         run_id,
         gen=gen,
     )
+
+
+# -- history (issue 33: ``stores.cosmos.history``) -------------------------------------
+# With history on, a fold keeps the generations it supersedes and its snapshot names
+# the tip of the chain before it (``back``); a step's completing segment carries
+# ``hist``: {"step", "name", "at", "attempts", "size"}.
+
+
+def history_links(run_id: str) -> dict[str, Any]:
+    """The links and history markers of every segment of the run (no data)."""
+    return _query(
+        "SELECT c.id, c.seg, c.prev, c.back, c.gen, c.fold, c.seq, c.hist FROM c "
+        "WHERE c.run = @run AND IS_DEFINED(c.seg)",
+        run_id,
+    )
+
+
+def history_chain(chain: Chain, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The committed versions of the run, oldest first: the head's chain from its tip
+    back to its snapshot, then through ``back`` to the chain before, and so on -- so
+    that orphans of failed saves (which no link reaches) are never taken for history.
+    Stops where a link is missing (history trimmed, or never kept)."""
+    by_seg = {item.get("seg"): item for item in found}
+    out: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    seg: Any = chain.tip
+    while seg is not None and seg in by_seg and seg not in seen:
+        seen.add(seg)
+        item = by_seg[seg]
+        out.append(item)
+        seg = item.get("back") if item.get("seq") == 0 else item.get("prev")
+    out.reverse()
+    return out
+
+
+def older_than(chain: Chain, found: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """``keep_last``: the items of the generations that the history before ``step``
+    alone needs (those before the generation that completed ``step``, or the first one
+    after it), from ``history_links`` -- none when that step is not along the chain."""
+    versions = history_chain(chain, found)
+    first = next(
+        (v for v in versions if isinstance(v.get("hist"), dict) and _step(v["hist"]) >= step),
+        None,
+    )
+    if first is None:
+        return []
+    older: list[Any] = []
+    for v in versions:
+        if v.get("gen") == first.get("gen"):
+            break
+        if v.get("gen") not in older:
+            older.append(v.get("gen"))
+    return [item for item in found if item.get("gen") in older]
+
+
+def _step(hist: dict[str, Any]) -> int:
+    step = hist.get("step")
+    return step if type(step) is int else -1
+
+
+def up_to(item: dict[str, Any]) -> Chain:
+    """A chain that ends at ``item`` (a version in history), for ``of_generation`` and
+    ``rebuild``."""
+    return Chain(item["gen"], item.get("fold") or 0, item["seq"], item["seg"], 0)

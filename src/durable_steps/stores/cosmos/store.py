@@ -28,11 +28,12 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
 from ...seam.errors import DurableError
+from ...seam.history import StepRecord, keep
 from ...seam.rules import RunFilter
 from ...seam.store import Store
 from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
-from .heads import HeadPrograms
+from .history import HistoryPrograms
 from .items import MAX_ITEM_BYTES
 from .listing import Listing, query_for
 from .programs import (
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HeadPrograms, Removals, Store):
+class CosmosStore(HistoryPrograms, Removals, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -94,6 +95,8 @@ class CosmosStore(HeadPrograms, Removals, Store):
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
         codec: Codec | None = None,
+        history: str = "none",
+        keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -104,6 +107,9 @@ class CosmosStore(HeadPrograms, Removals, Store):
             max_state_bytes=max_state_bytes,
             codec=codec,
         )
+        # History (issue 33) is opt-in here for now: with it on, a small run's data is
+        # never inline in its head (two requests per save, not one); see ``history``.
+        self._items.history = self.history = keep(history, keep_last)
         key = checked_key(endpoint, key)  # before any request, and before a credential
         self._client: Any = None
         self._credential = None
@@ -188,6 +194,14 @@ class CosmosStore(HeadPrograms, Removals, Store):
         """Delete the segments, older than ``older_than`` seconds, that no run needs
         (their head is gone: a crashed delete, an expired run); how many."""
         return self._do(self._sweep(older_than))
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """The run's completed steps, from its segments' links (``history``)."""
+        return self._do(self._history(run_id))
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """The checkpoint after a kept step, rebuilt from its generation (``history``)."""
+        return self._do(self._load_at(run_id, step))
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         """The runs matching the filters, in no particular order, streamed page by page

@@ -19,9 +19,21 @@ class AsyncFileStore(ThreadedStore[FileStore]):
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
+        finished_ttl: int | None = None,
         codec: Codec | None = None,
     ) -> None:
-        super().__init__(FileStore(path, max_state_bytes=max_state_bytes, codec=codec))
+        super().__init__(
+            FileStore(
+                path,
+                max_state_bytes=max_state_bytes,
+                history=history,
+                keep_last=keep_last,
+                finished_ttl=finished_ttl,
+                codec=codec,
+            )
+        )
 
     def __repr__(self) -> str:
         return f"AsyncFileStore({str(self.sync.path)!r})"

@@ -260,6 +260,7 @@ _OPTIONAL = (
     "trace",
     "wake_at",
     "cancel_reason",
+    "forked_from",
 )
 
 

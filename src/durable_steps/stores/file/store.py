@@ -6,6 +6,8 @@ Layout::
                                        document if an earlier version wrote it
     PATH/runs/.tmp-<slug>-<hash>.json  that file's next version while it is written
     PATH/locks/<00..ff>.lock           lock stripes that serialise the writers of a run
+    PATH/history/<slug>-<hash>/<n>.log the run's logs that compactions superseded (its
+                                       history, issue 33: ``history``)
 
 The run file's format, the torn-tail rule, compaction, what a save syncs and
 what is promised: ``runfile``; reading a file's head and tail: ``runfile_tail``.
@@ -35,20 +37,29 @@ import contextlib
 import hashlib
 import os
 import re
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
+from ...seam.checkpoint import ENDED, Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
 from ...seam.encoded import decoded
-from ...seam.errors import CorruptCheckpointError, StoreError, conflict, delete_conflict
+from ...seam.errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    StoreError,
+    conflict,
+    delete_conflict,
+)
 from ...seam.etags import new_etag
+from ...seam.history import StepRecord, Walk, checkpoint_at, keep
 from ...seam.metering import wrote
 from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
-from ...seam.store import Store
+from ...seam.store import ORPHAN_AGE, Store
+from . import history as kept_logs
 from . import listing as runs_listing
 from . import platform
 from .fileio import (
@@ -76,8 +87,11 @@ def exists(path: str | os.PathLike[str]) -> bool:
 
 class FileStore(Store):
     """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
-    state size limit (default ``MAX_STATE_BYTES``). ``codec``: state values and call
-    results compressed and/or encrypted at rest (``ValueCodec``, ``seam.encoded``)."""
+    state size limit (default ``MAX_STATE_BYTES``). ``history`` / ``keep_last``: what
+    is kept of each run's completed steps (``seam.history``); ``finished_ttl``: seconds
+    after a run ended when ``delete_expired`` (the worker, ``runs prune``) deletes it.
+    ``codec``: state values and call results compressed and/or encrypted at rest
+    (``ValueCodec``, ``seam.encoded``)."""
 
     kind = "FileStore"
 
@@ -86,15 +100,20 @@ class FileStore(Store):
         path: str | os.PathLike[str] = ".durable",
         *,
         max_state_bytes: int | None = None,
+        history: str = "steps",
+        keep_last: int | None = None,
+        finished_ttl: int | None = None,
         codec: Codec | None = None,
     ) -> None:
         self.path = Path(path)
         self.max_state_bytes = state_limit(max_state_bytes)
+        self.history = keep(history, keep_last)
+        self.finished_ttl = finished_ttl
         self.codec = codec
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._writer = Writer(self.path, self.max_state_bytes, codec)
+        self._writer = Writer(self.path, self.max_state_bytes, self.history, codec)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             for d in (self.path, self._runs, self._locks):
@@ -216,6 +235,7 @@ class FileStore(Store):
                 platform.current.remove(str(target))
                 with contextlib.suppress(FileNotFoundError):
                     platform.current.remove(str(target.with_name(f".tmp-{target.name}")))
+                kept_logs.remove(self.path, target)  # its history goes with it
                 try:
                     platform.current.sync_dir(str(self._runs))
                 except OSError as exc:
@@ -250,6 +270,60 @@ class FileStore(Store):
             data = read_file(path) or b""
         runs_listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable
         return None
+
+    # -- history and retention (issue 33) ------------------------------------------------
+
+    def _walk(self, run_id: str, want: int | None) -> Walk | None:
+        target = self.file_for(run_id)
+        walk = Walk(want)
+        with self._io("read the history of", run_id, target, ""):
+            found = kept_logs.versions(self.path, target, run_id)
+            if found is None:
+                return None
+            for version in found:
+                walk.add(version)
+        return walk
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        """The run's completed steps, from its log and the logs compactions kept."""
+        if not self.history.on:
+            return super().run_history(run_id)
+        walk = self._walk(run_id, None)
+        return None if walk is None else walk.entries
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        """The checkpoint after a kept step (``Store.load_at``), replayed from the logs."""
+        if not self.history.on:
+            return super().load_at(run_id, step)
+        walk = self._walk(run_id, step)
+        if walk is None:
+            return None
+        return checkpoint_at(run_id, *walk.at(run_id))
+
+    def delete_expired(self, now: float | None = None) -> int:
+        """Delete the runs that ended more than ``finished_ttl`` seconds ago (their
+        history too); how many. A run changed meanwhile is left for the next pass."""
+        if self.finished_ttl is None:
+            return 0
+        cutoff = (time.time() if now is None else now) - self.finished_ttl
+        gone = 0
+        for info in list(self.listing(RunFilter(updated_before=cutoff))):
+            if info.error is None and info.status in ENDED:
+                with contextlib.suppress(ConflictError):
+                    gone += self.delete(info.run_id, etag=info.etag)
+        return gone
+
+    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
+        """Remove history directories that no run file claims (a delete that crashed
+        between the run's file and its history), older than ``older_than`` seconds."""
+        gone = 0
+        cutoff = time.time() - older_than
+        with self._io("prune the history in", None, self.path, ""):
+            for d in kept_logs.orphans(self.path, self._runs):
+                if d.stat().st_mtime <= cutoff:
+                    kept_logs.remove(self.path, self._runs / f"{d.name}.json")
+                    gone += 1
+        return gone
 
     # -- the rest -----------------------------------------------------------------------
 

@@ -18,9 +18,11 @@ from ...seam.codec import Codec
 from ...seam.document import dumps, from_document
 from ...seam.encoded import Coder
 from ...seam.errors import conflict
+from ...seam.history import Keep
 from ...seam.rules import check_size
 from ...seam.state import delta_since, is_checked
 from . import fileio, platform, runfile, runfile_tail
+from . import history as kept_logs
 from .fileio import UNSURE, atomic_write, os_error
 from .open_files import RunFile, Stripe
 
@@ -54,8 +56,15 @@ class Writer:
     """The writes of one FileStore (in ``store``, whose path its messages name) and
     what it knows of the runs it last read or wrote."""
 
-    def __init__(self, store: Path, max_state_bytes: int, codec: Codec | None = None) -> None:
+    def __init__(
+        self,
+        store: Path,
+        max_state_bytes: int,
+        history: Keep | None = None,
+        codec: Codec | None = None,
+    ) -> None:
         self.store, self.max_state_bytes = store, max_state_bytes
+        self.history = history or Keep()
         self.codec = codec
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
@@ -132,6 +141,9 @@ class Writer:
             stripe.done(file)
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
+        if self.history.on and file is not None:
+            # History (issue 33): the superseded log is kept, not dropped (``history``).
+            kept_logs.keep_log(self.store, target, self.history, cp.step)
         body, whole = runfile.body(doc, None, None, True, None, coder=Coder(self.codec, cp.run_id))
         assert whole is not None  # every part written whole is measured
         check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)

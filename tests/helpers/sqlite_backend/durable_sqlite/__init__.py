@@ -1,13 +1,16 @@
 """durable_sqlite: checkpoints in one SQLite file, a store backend of another package.
 
 ``sqlite:PATH``. Each run is one row: its document as every store keeps it (bytes), its
-etag, and the fields a listing filters on. A save is a transaction that checks the
-etag first (``BEGIN IMMEDIATE``: one writer at a time), so it is conditional and never
-half-written; SQLite's journal makes it durable once committed.
+etag, and the fields a listing filters on. History (issue 33): a row per completed step,
+the document that completed it and the one before (whose journal was the step's). A
+save is a transaction that checks the etag first (``BEGIN IMMEDIATE``: one writer at a
+time), so it is conditional and never half-written; SQLite's journal makes it durable
+once committed.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
 import threading
@@ -21,6 +24,7 @@ from durable_steps.backend import (
     Opening,
     RunFilter,
     RunInfo,
+    StepRecord,
     Store,
     ThreadedStore,
     check_run_id,
@@ -34,12 +38,17 @@ from durable_steps.backend import (
     head_etag,
     head_of,
     info_of,
+    not_kept,
     state_limit,
     to_document,
 )
 
 _TABLE = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, etag TEXT NOT NULL, doc BLOB NOT NULL
+)"""
+_HISTORY = """CREATE TABLE IF NOT EXISTS history (
+    run_id TEXT, step INTEGER, name TEXT, at REAL, attempts INTEGER, size INTEGER,
+    doc BLOB NOT NULL, before BLOB, PRIMARY KEY (run_id, step)
 )"""
 
 
@@ -52,6 +61,7 @@ class SqliteStore(Store):
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         self._db.execute(_TABLE)
+        self._db.execute(_HISTORY)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -103,7 +113,7 @@ class SqliteStore(Store):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 row = self._db.execute(
-                    "SELECT etag FROM runs WHERE run_id = ?", (cp.run_id,)
+                    "SELECT etag, doc FROM runs WHERE run_id = ?", (cp.run_id,)
                 ).fetchone()
                 current = None if row is None else row[0]
                 if current != cp.etag:
@@ -112,10 +122,52 @@ class SqliteStore(Store):
                     "INSERT OR REPLACE INTO runs (run_id, etag, doc) VALUES (?, ?, ?)",
                     (cp.run_id, etag, data),
                 )
+                self._note(cp, data, None if row is None else bytes(row[1]))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def _note(self, cp: Checkpoint, data: bytes, before: bytes | None) -> None:
+        """History: a row when this save completed a step (in the save's transaction)."""
+        prior = {} if before is None else json.loads(before)
+        if cp.step <= prior.get("step", -1):
+            return
+        self._db.execute(
+            "INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (cp.run_id, cp.step, cp.steps[-1], json.loads(data)["updated_at"],
+             prior.get("attempt"), len(data), data, before),
+        )  # fmt: skip
+
+    def run_history(self, run_id: str) -> list[StepRecord] | None:
+        if self._row(run_id) is None:
+            return None
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT step, name, at, attempts, size FROM history WHERE run_id = ? ORDER BY step",
+                (run_id,),
+            ).fetchall()
+        return [StepRecord(*row) for row in rows]
+
+    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
+        current = self._row(run_id)
+        if current is None:
+            return None
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT step, doc, before FROM history WHERE run_id = ? AND step >= ? "
+                "ORDER BY step LIMIT 2",
+                (run_id, step),
+            ).fetchall()
+            kept = self._db.execute(
+                "SELECT step FROM history WHERE run_id = ?", (run_id,)
+            ).fetchall()
+        if not rows or rows[0][0] != step:
+            raise not_kept(run_id, step, (k for (k,) in kept))
+        # The next step's journal: before the save that completed it, or as it stands.
+        after = rows[1][2] if len(rows) > 1 else current[1]
+        calls = () if after is None else decode(bytes(after), run_id, self.path).calls
+        return evolve(decode(bytes(rows[0][1]), run_id, self.path), etag=None, calls=calls)
 
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         check_run_id(run_id)
@@ -124,6 +176,7 @@ class SqliteStore(Store):
             if etag is not None and row is not None and row[0] != etag:
                 raise delete_conflict(run_id)
             self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            self._db.execute("DELETE FROM history WHERE run_id = ?", (run_id,))  # with its run
         return row is not None
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:

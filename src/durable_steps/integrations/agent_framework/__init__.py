@@ -1,0 +1,58 @@
+"""Microsoft Agent Framework workflows, checkpointed on durable-steps stores.
+
+    from agent_framework import WorkflowBuilder
+    from durable_steps import store_from_env
+    from durable_steps.integrations.agent_framework import DurableCheckpointStorage
+
+    storage = DurableCheckpointStorage(store_from_env(), types=[MyRequest])
+    workflow = WorkflowBuilder(start_executor=start, checkpoint_storage=storage).build()
+
+``DurableCheckpointStorage`` is Agent Framework's ``CheckpointStorage`` protocol
+(``save``, ``load``, ``list_checkpoints``, ``list_checkpoint_ids``, ``get_latest``,
+``delete``; async) on any of our stores: the file store, the memory store, Cosmos DB,
+a registered backend. A workflow run's chain of checkpoints is one of our runs (its own
+partition on Cosmos DB), each checkpoint written once (a second writer gets
+``ConflictError``), each costing what changed since the previous one; values are JSON,
+never pickled. The design is at the top of ``_storage.py``; the JSON of values in
+``_values.py``; a checkpoint's parts in ``_layout.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata as _metadata
+
+from durable_steps import MissingExtraError
+
+INSTALL = "pip install 'durable-steps[agent-framework]'"
+SUPPORTED = (1, 0), (2, 0)
+"""The agent-framework-core versions this works with and is tested on: >=1.0,<2 (the
+``[agent-framework]`` extra pins the same range; CI runs the lowest and the newest)."""
+
+try:
+    import agent_framework  # noqa: F401 - whether it is there at all
+
+    # The distribution's version: agent_framework.__version__ is "0.0.0" in 1.0.0 (it
+    # asked for the metadata of a distribution named "agent_framework").
+    AGENT_FRAMEWORK_VERSION = _metadata.version("agent-framework-core")
+except (ImportError, _metadata.PackageNotFoundError) as exc:
+    raise MissingExtraError(
+        f"durable_steps.integrations.agent_framework needs Microsoft Agent Framework "
+        f"(agent-framework-core>=1.0,<2): {INSTALL} (missing: {getattr(exc, 'name', None) or exc})"
+    ) from exc
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = (int(p) for p in re.findall(r"\d+", text)[:2])
+    return major, minor
+
+
+if not SUPPORTED[0] <= _version(AGENT_FRAMEWORK_VERSION) < SUPPORTED[1]:
+    raise MissingExtraError(
+        f"durable_steps.integrations.agent_framework supports agent-framework-core>=1.0,<2, "
+        f"and {AGENT_FRAMEWORK_VERSION} is installed: {INSTALL}"
+    )
+
+from ._storage import DurableCheckpointStorage  # noqa: E402 - only once the version is known
+
+__all__ = ["DurableCheckpointStorage"]

@@ -1,0 +1,128 @@
+"""Fork and rewind (issue 33, item 3): ``fork_run(store, run_id, new_run_id, at_step=k,
+update=None, at_call=None)`` (and ``fork_run_async``) makes a new run whose state is
+the source's after step k (its history keeps it: ``seam.history``), plus ``update`` (a
+JSON object of top-level keys), continuing at step k+1.
+
+- ``at_call=n``: the new run keeps the first n recorded operations (calls, sleeps,
+  waits) of step k+1's own task, as the source's journal held them when that step
+  completed (or holds them now, when the source is there): run again, the step replays
+  those and runs the rest -- an agent rewound to just before a model request, to run
+  it again with a changed prompt (``update``). Records of tasks the step started are
+  not kept (they run again).
+- The new run is recorded as forked (``Checkpoint.forked_from``: source, step, call,
+  when; ``runs show`` says so), carries the source's workflow, and its ``trace`` is the
+  source's first attempt's, so its first span links to the source's trace.
+- It is one create-only save (``etag=None``) after reads: the source is never written,
+  and a crash at any point leaves the new run absent or whole (the stores' create is
+  atomic: a new file renamed into place; segments, then the head that commits them).
+- Bad input changes nothing: an unknown source (``RunNotFoundError``), a step its
+  history does not keep or a call beyond those recorded (``StepNotKeptError``), a new
+  id that exists (``ConflictError``), a bad argument (``ValueError``, ``InvalidStateError``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from ..seam.checkpoint import Checkpoint
+from ..seam.errors import ConflictError, StepNotKeptError
+from ..seam.rules import check_run_id
+from ..seam.state import check_json
+from ..seam.store import AsyncStore, Store
+from .errors import not_found
+from .requests import LoadAt, LoadHead, Request, Save, execute
+from .store_io import blocking_io, execute_on
+from .telemetry import log
+
+
+def fork_run(
+    store: Store,
+    run_id: str,
+    new_run_id: str,
+    *,
+    at_step: int,
+    update: Mapping[str, Any] | None = None,
+    at_call: int | None = None,
+) -> Checkpoint:
+    """Fork ``run_id`` after step ``at_step`` into ``new_run_id`` (see the top); the new
+    run's checkpoint as stored. Run it (``run``, ``Workflow.run``, a worker) to go on."""
+    return execute(_fork(run_id, new_run_id, at_step, update, at_call), blocking_io(store))
+
+
+async def fork_run_async(
+    store: AsyncStore,
+    run_id: str,
+    new_run_id: str,
+    *,
+    at_step: int,
+    update: Mapping[str, Any] | None = None,
+    at_call: int | None = None,
+) -> Checkpoint:
+    """``fork_run`` for async stores."""
+    return await execute_on(_fork(run_id, new_run_id, at_step, update, at_call), store)
+
+
+def _fork(
+    run_id: str,
+    new_run_id: str,
+    at_step: object,
+    update: Mapping[str, Any] | None,
+    at_call: object,
+) -> Generator[Request, Any, Checkpoint]:
+    check_run_id(run_id)
+    check_run_id(new_run_id)
+    if new_run_id == run_id:
+        raise ValueError(f"a fork needs a new run id, not the source's own ({run_id!r})")
+    if type(at_step) is not int or at_step < 0:
+        raise ValueError(f"at_step must be a completed step's index (from 0), not {at_step!r}")
+    if at_call is not None and (type(at_call) is not int or at_call < 0):
+        raise ValueError(f"at_call must be a number of recorded calls (from 0), not {at_call!r}")
+    if update is not None:
+        if not isinstance(update, Mapping):
+            raise ValueError(f"update must be a JSON object of top-level keys, not {update!r}")
+        check_json(dict(update), new_run_id)
+    source = yield LoadAt(run_id, at_step)
+    if source is None:
+        raise not_found(run_id, "nothing was forked")
+    calls = _first_calls(source, at_call)
+    if (yield LoadHead(new_run_id)) is not None:
+        raise ConflictError(
+            f"run {new_run_id!r} exists already, so {run_id!r} was not forked into it: "
+            "choose another id for the fork (or delete that run first)",
+            run_id=new_run_id,
+        )
+    state = dict(source.state)
+    if update:
+        state.update(update)
+    fork = Checkpoint(
+        run_id=new_run_id,
+        step=at_step,
+        state=state,
+        steps=source.steps,
+        status="running",
+        workflow=source.workflow,
+        trace=source.trace,
+        calls=calls,
+        forked_from={"run": run_id, "step": at_step, "call": at_call, "at": time.time()},
+    )
+    saved: Checkpoint = yield Save(fork)  # create-only: a run made meanwhile wins
+    log.info("run %r forked from %r after step %d", new_run_id, run_id, at_step)
+    return saved
+
+
+def _first_calls(source: Checkpoint, at_call: int | None) -> tuple[Mapping[str, Any], ...]:
+    """The first ``at_call`` records of the next step's own task, as kept."""
+    if not at_call:
+        return ()
+    own = sorted((r for r in source.calls if not r.get("task")), key=lambda r: r["i"])
+    if len(own) < at_call or own[at_call - 1]["i"] != at_call - 1:
+        raise StepNotKeptError(
+            f"run {source.run_id!r}: step {source.step + 1} has {len(own)} recorded calls "
+            f"kept, fewer than at_call={at_call}; nothing was forked (see 'durable-steps runs "
+            "show' and 'runs history')",
+            run_id=source.run_id,
+            step=source.step + 1,
+        )
+    return tuple(own[:at_call])
