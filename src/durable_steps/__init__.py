@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
 from .runner.journal import call, call_async
+from .runner.patches import patched
 from .runner.results import wait_for_result, wait_for_result_async
+from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
+from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.errors import (
@@ -98,8 +101,11 @@ __all__ = [
     "cancel_run",
     "cancel_run_async",
     "current_step",
+    "patched",
     "recover",
     "recover_async",
+    "resume_run",
+    "resume_run_async",
     "run",
     "run_async",
     "running_steps",
@@ -110,6 +116,8 @@ __all__ = [
     "store_for",
     "store_from_env",
     "track_tasks",
+    "upgrade_run",
+    "upgrade_run_async",
     "wait_for_result",
     "wait_for_result_async",
     "wait_for_signal",

@@ -266,8 +266,11 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "cancel_run",
             "cancel_run_async",
             "current_step",
+            "patched",  # lifecycle (issue 33)
             "recover",
             "recover_async",
+            "resume_run",  # lifecycle (issue 33)
+            "resume_run_async",
             "run",
             "run_async",
             "running_steps",
@@ -278,6 +281,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "store_for",
             "store_from_env",
             "track_tasks",
+            "upgrade_run",  # lifecycle (issue 33)
+            "upgrade_run_async",
             "wait_for_signal",
             "wait_for_result",
             "wait_for_result_async",

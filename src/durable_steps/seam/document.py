@@ -100,6 +100,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
+    # -- lifecycle: versions and resume (issue 33); absent in earlier documents: none
+    doc["version"] = cp.version
+    doc["resumed"] = [dict(r) for r in cp.resumed] or None
     return doc
 
 
@@ -236,7 +239,19 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        # -- lifecycle: versions and resume (issue 33)
+        "version": _opt(doc, "version", str),
+        "resumed": _resumed(doc.get("resumed")),
     }
+
+
+def _resumed(records: object) -> tuple[dict[str, Any], ...]:
+    """The records of a run's resumptions (``runner.resume``): a list of objects."""
+    if records is None:
+        return ()
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError("resumed is not a list of objects")
+    return tuple(records)
 
 
 _OLD_ERRORS = "durable_steps._errors."
@@ -278,6 +293,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
         wake_at=cp.wake_at,
+        version=cp.version,
     )
 
 
@@ -316,4 +332,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         waiting_for=extra["waiting_for"],
         attempt=attempt,
         wake_at=extra["wake_at"],
+        version=extra["version"],
     )

@@ -257,6 +257,8 @@ _OPTIONAL = (
     "trace",
     "wake_at",
     "cancel_reason",
+    "version",  # lifecycle (issue 33)
+    "resumed",
 )
 
 
