@@ -34,8 +34,10 @@ from .demo import demo, demo_worker
 from .dev import dev
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
+from .resume import runs_resume
 from .runs import runs
 from .ui import ui
+from .upgrade import runs_upgrade
 from .verify import runs_verify
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+
@@ -73,6 +75,8 @@ def cli(verbose: int, debug: bool) -> None:
 for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
+    runs.add_command(command)
+for command in (runs_resume, runs_upgrade):  # lifecycle (issue 33)
     runs.add_command(command)
 
 
