@@ -101,3 +101,19 @@ def test_only_failed_and_cancelled_runs_resume_and_a_refusal_changes_nothing(
             resume(api, rid)
         after = api.store.load_head(rid)
         assert (after and after.etag) == (before and before.etag)
+
+
+def test_a_poisoned_run_resumed_gets_its_max_attempts_again(api: Api, run_id: str) -> None:
+    """A run whose step was started max_attempts times without a result (each process
+    killed) is failed as poisoned; resumed, its next claim starts a new round instead
+    of failing it again at once."""
+    ran: Counter[str] = Counter()
+    w = ds.Workflow("flaky", flaky_workflow(ran, fails=0).steps, max_attempts=3)
+    killed_thrice = ds.Checkpoint(run_id, 0, {"a": 1}, steps=("a",), workflow="flaky", attempt=3)
+    api.store.save(killed_thrice)
+    with pytest.raises(ds.TooManyAttemptsError):
+        api.start(w, run_id)
+    assert api.store.load_head(run_id).status == "failed"
+    resume(api, run_id)
+    assert api.start(w, run_id) == {"a": 1, "b": 1}
+    assert ran == Counter(b=1)
