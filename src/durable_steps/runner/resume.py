@@ -13,7 +13,7 @@ steps, the state and the running step's journal stay, so its recorded calls repl
   next claim's attempt here).
 - How it had ended stays visible: a record ``{"at", "status", "step", "attempt",
   "error", "cancel_reason"}`` is appended to ``Checkpoint.resumed`` (the last
-  ``KEPT`` of them), and the error field keeps the last failure until the step
+  ``KEPT`` of them, messages cut short), and the error field keeps the last failure until the step
   completes, as after any retry.
 - A run that is not failed or cancelled is refused, nothing changed: a completed run
   is final (``ConflictError``), a running or waiting one needs no resume
@@ -26,7 +26,7 @@ resumed meanwhile by someone else is then refused as running: one resume wins).
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from ..seam.checkpoint import Checkpoint, evolve
@@ -38,9 +38,11 @@ from .requests import Request, execute
 from .store_io import blocking_io, execute_on
 from .telemetry import log
 
-KEPT = 20
-"""Resume records a run keeps (the latest): they ride in the run's head, read by every
-listing and claim, so they must stay small however often a run is resumed."""
+KEPT = 10
+"""Resume records a run keeps (the latest): they ride in the run's head -- on the file
+store in every record's fields -- so they must stay small however often a run is
+resumed: at most ``KEPT`` of them, each error message cut at ``MESSAGE`` characters."""
+MESSAGE = 500
 
 
 def resume_run(store: Store, run_id: str) -> Checkpoint:
@@ -79,7 +81,7 @@ def resumed(cp: Checkpoint) -> Checkpoint:
         "status": cp.status,
         "step": cp.step + 1,
         "attempt": cp.attempt,
-        "error": None if cp.error is None else dict(cp.error),
+        "error": None if cp.error is None else _short(cp.error),
         "cancel_reason": cp.cancel_reason,
     }
     return evolve(
@@ -93,6 +95,14 @@ def resumed(cp: Checkpoint) -> Checkpoint:
         resumed=(*cp.resumed, record)[-KEPT:],
         updated_at=None,
     )
+
+
+def _short(error: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded error as a resume record keeps it: its message cut at ``MESSAGE``."""
+    message = error.get("message")
+    if isinstance(message, str) and len(message) > MESSAGE:
+        return {**error, "message": message[: MESSAGE - 3] + "..."}
+    return dict(error)
 
 
 def _refused(cp: Checkpoint) -> ConflictError:
