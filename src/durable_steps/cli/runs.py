@@ -168,7 +168,11 @@ def _filters(status: str | None, workflow: str | None, version: str | None = Non
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of every field, for scripts.")
 def runs_list(
-    status: str | None, workflow: str | None, version: str | None, limit: int | None, as_json: bool
+    status: str | None,
+    workflow: str | None,
+    limit: int | None,
+    as_json: bool,
+    version: str | None = None,  # lifecycle (issue 33): last, so callers by position keep working
 ) -> None:
     """List runs: status, workflow (@ the version its run is pinned to), the signal a
     waiting run waits for, the worker that leases a running one, attempt, last
