@@ -11,12 +11,15 @@ from .runner.drivers import run, run_async
 from .runner.fork import fork_run, fork_run_async
 from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
+from .runner.patches import patched
 from .runner.results import wait_for_result, wait_for_result_async
+from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
+from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
@@ -112,8 +115,11 @@ __all__ = [
     "fork_run_async",
     "load_at",
     "load_at_async",
+    "patched",
     "recover",
     "recover_async",
+    "resume_run",
+    "resume_run_async",
     "run",
     "run_async",
     "run_history",
@@ -126,6 +132,8 @@ __all__ = [
     "store_for",
     "store_from_env",
     "track_tasks",
+    "upgrade_run",
+    "upgrade_run_async",
     "wait_for_result",
     "wait_for_result_async",
     "wait_for_signal",

@@ -148,11 +148,14 @@ def test_filters_the_store_lacks_are_applied_to_what_it_yields(many: Counting) -
 def test_actions_to_come_appear_when_the_package_has_their_function(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Resume is not offered while durable_steps has no resume_run; once it has, it is
-    one more action, offered for a failed run, and its refusal carries the library's
-    message."""
+    """Resume is not offered while durable_steps has no resume_run; once it has (it has
+    now: issue 33), it is one more action, offered for a failed run, and its refusal
+    carries the library's message."""
     failed = cp(status="failed")
-    assert [a.name for a in actions.offered(failed)] == ["signal", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == ["signal", "resume", "cancel"]
+    with monkeypatch.context() as without:
+        without.delattr(ds, "resume_run")
+        assert [a.name for a in actions.offered(failed)] == ["signal", "cancel"]
 
     def resume_run(store: Any, run_id: str) -> None:
         raise ds.ConflictError(f"run {run_id!r} is completed; nothing to resume", run_id=run_id)

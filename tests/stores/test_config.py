@@ -275,8 +275,11 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "fork_run_async",
             "load_at",
             "load_at_async",
+            "patched",  # lifecycle (issue 33)
             "recover",
             "recover_async",
+            "resume_run",  # lifecycle (issue 33)
+            "resume_run_async",
             "run",
             "run_async",
             "run_history",
@@ -289,6 +292,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "store_for",
             "store_from_env",
             "track_tasks",
+            "upgrade_run",  # lifecycle (issue 33)
+            "upgrade_run_async",
             "wait_for_signal",
             "wait_for_result",
             "wait_for_result_async",

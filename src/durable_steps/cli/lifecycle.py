@@ -23,9 +23,19 @@ from .common import json_value, say
 @click.option(
     "--input-file", "data_file", metavar="PATH", help="Read the input from a file ('-': stdin)."
 )
+@click.option(
+    "--version",
+    metavar="V",
+    help="Pin the run to this version of the workflow's code (default: the first worker's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def runs_start(
-    run_id: str, name: str, data: str | None, data_file: str | None, as_json: bool
+def runs_start(  # noqa: PLR0917 (click passes options as keywords, by their names)
+    run_id: str,
+    name: str,
+    data: str | None,
+    data_file: str | None,
+    version: str | None,
+    as_json: bool,
 ) -> None:
     """Create run RUN_ID of workflow NAME for the workers (``durable-steps worker``)
     to pick up, with the input as its initial state; nothing runs here. Starting a
@@ -44,7 +54,7 @@ def runs_start(
             param_hint="'--input'",
         )
     with store_for("env") as store:
-        created = execute(start_program(name, run_id, value), blocking_io(store))
+        created = execute(start_program(name, run_id, value, version), blocking_io(store))
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "workflow": name, "created": created}))
     elif created:

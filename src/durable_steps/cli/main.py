@@ -35,8 +35,10 @@ from .dev import dev
 from .history import runs_fork, runs_history
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
+from .resume import runs_resume
 from .runs import runs
 from .ui import ui
+from .upgrade import runs_upgrade
 from .verify import runs_verify
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+
@@ -75,7 +77,7 @@ for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
-for command in (runs_history, runs_fork):  # issue 33
+for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life (issue 33)
     runs.add_command(command)
 
 

@@ -324,8 +324,23 @@ def _report(result: dict[str, Any], where: str) -> None:
     help="Seconds a run stays leased to this worker without a save or a heartbeat.",
 )
 @click.option("--owner", help="A stable id for this worker (default: unique per run).")
+@click.option(
+    "--version",
+    "versions",
+    multiple=True,
+    metavar="V",
+    help="Serve only runs of this version of the workflows (repeatable; default: the "
+    "versions of the workflows loaded), and runs not pinned to one yet.",
+)
 def worker(
-    target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
+    target: str,
+    *,
+    once: bool,
+    concurrency: int,
+    interval: float,
+    lease: float,
+    owner: str | None,
+    versions: tuple[str, ...],
 ) -> None:
     """Run the runs of MODULE:ATTR (a Workflow or a list of them) that are waiting for
     a worker, in a loop, until SIGTERM or SIGINT: runs started for the workers
@@ -337,21 +352,27 @@ def worker(
     per run; passes come often enough to pick a started run up within --interval.
     On SIGTERM or SIGINT no new run starts; running runs stop at their next step
     boundary and release their leases; then it exits 0. Runs waiting for a signal
-    that has not come, failed and cancelled runs are left alone. Example:
+    that has not come, failed and cancelled runs are left alone.
+
+    A run is pinned to the version of its workflow's code it began on
+    (Workflow(..., version=)): a worker takes only runs of the versions it serves, so
+    old and new workers run side by side during a deploy. Examples:
 
     \b
       durable-steps worker myapp.flows:WORKFLOWS --concurrency 8
+      durable-steps worker myapp.flows:WORKFLOWS --version 2026-12
     """
     from ..workers.loop import load_workflows, on_signals, serve
+    from ..workers.versions import select_versions
 
-    workflows = load_workflows(target)
+    workflows = select_versions(load_workflows(target), versions)
     stop = threading.Event()
     on_signals(stop, note)
     store, created = open_or_create()  # runs may not have started yet: it waits for them
     if created:
         note(f"worker: {created}")
     with store:
-        names = ", ".join(w.name for w in workflows)
+        names = ", ".join(w.name + (f" {w.version}" if w.version else "") for w in workflows)
         note(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
         serve(
             store,

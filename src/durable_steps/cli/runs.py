@@ -33,6 +33,7 @@ from ..seam.rules import check_run_id
 from ..seam.store import Store
 from ..stores.config import store_for
 from .common import out, owner, say, size, when
+from .resume import show_resumed
 
 PAGE = 100
 DETAILS = 20
@@ -91,7 +92,7 @@ def _cells(i: RunInfo, now: float) -> list[Text]:
         cells = ["-"] * 4
     else:
         cells = [
-            i.workflow or "-",
+            (i.workflow or "-") + (f"@{i.version}" if i.version else ""),  # (version: lifecycle)
             f"{i.step} {i.step_name}" if i.step_name else "- (none yet)",
             str(i.attempt) if i.attempt > 0 else "-",  # (0: started for the workers, not run)
             _holding(i, status, now),
@@ -151,19 +152,32 @@ def _json_array(items: Iterable[dict[str, Any]]) -> None:
     click.echo("[]" if opening == "[" else "\n]")
 
 
-def _filters(status: str | None, workflow: str | None) -> str:
+def _filters(status: str | None, workflow: str | None, version: str | None = None) -> str:
     parts = [f"status {status}"] * bool(status) + [f"workflow {workflow}"] * bool(workflow)
+    parts += [f"version {version}"] * bool(version)
     return f" with {' and '.join(parts)}" if parts else ""
 
 
 @runs.command("list")
 @click.option("--status", type=click.Choice(STATUSES), help="Only runs with this status.")
 @click.option("--workflow", metavar="NAME", help="Only runs of this workflow.")
+@click.option(
+    "--version",
+    metavar="V",
+    help="Only runs pinned to this version of their workflow's code (shown as workflow@V).",
+)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of every field, for scripts.")
-def runs_list(status: str | None, workflow: str | None, limit: int | None, as_json: bool) -> None:
-    """List runs: status, workflow, the signal a waiting run waits for, the worker that
-    leases a running one, attempt, last completed step, size and last update.
+def runs_list(
+    status: str | None,
+    workflow: str | None,
+    limit: int | None,
+    as_json: bool,
+    version: str | None = None,  # lifecycle (issue 33): last, so callers by position keep working
+) -> None:
+    """List runs: status, workflow (@ the version its run is pinned to), the signal a
+    waiting run waits for, the worker that leases a running one, attempt, last
+    completed step, size and last update.
 
     The store applies the filters and reads no run's state. Rows print as the store
     yields them, a page of 100 at a time, so a store of any size lists in bounded
@@ -173,13 +187,14 @@ def runs_list(status: str | None, workflow: str | None, limit: int | None, as_js
     \b
       durable-steps runs list --status waiting
       durable-steps runs list --workflow refund --limit 20 --json
+      durable-steps runs list --version 2026-11 --status running
     """
     with store_for("env", create=False) as store:
-        infos = store.list_runs(status=status, workflow=workflow, limit=limit)
+        infos = store.list_runs(status=status, workflow=workflow, limit=limit, version=version)
         if as_json:
             _json_array({**asdict(i), "status": status_of(i)} for i in infos)
             return
-        where = f"{store!r}{_filters(status, workflow)}"
+        where = f"{store!r}{_filters(status, workflow, version)}"
         shown, unreadable, bad = _table(iter(infos), f"runs in {where}")
     if not shown:
         say(f"no runs in {where}")
@@ -334,6 +349,7 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
         "run": Text(cp.run_id),
         "status": Text(str(status), STYLE[str(cp.status)]),
         "workflow": Text(cp.workflow or "- (a plain run, not a Workflow)"),
+        **({"version": Text(cp.version)} if cp.version else {}),  # lifecycle (issue 33)
         "lease": Text(_lease(cp, now)),
         "updated": Text(when(cp.updated_at)),
         "etag": Text(cp.etag or "-"),
@@ -356,6 +372,7 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
         say(("last error", "bold red"))
         say(f"  {e.get('type')}: {e.get('message')}")
         say(f"  in step {e.get('step')}, attempt {e.get('attempt')}, at {when(e.get('at'))}")
+    show_resumed(cp)
     if cp.signals:
         say(("signals delivered", "bold"))
         for name, payload in cp.signals.items():

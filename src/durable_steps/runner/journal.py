@@ -137,7 +137,8 @@ class Journal:
     (``tasks``)."""
 
     __slots__ = (
-        "__weakref__", "_by_key", "closed", "driver", "failed", "records", "run", "scopes"
+        "__weakref__", "_by_key", "closed", "driver", "failed", "markers", "records", "run",
+        "scopes",
     )  # fmt: skip
 
     def __init__(self, run: Recorder, records: tuple[Mapping[str, Any], ...]) -> None:
@@ -152,18 +153,26 @@ class Journal:
         self.failed: BaseException | None = None
         """What ended this journal: a record's save that failed, or the run lost. No
         other call starts then, and the runner raises it when the step ends."""
+        self.markers: list[Mapping[str, Any]] = []
+        """Records of ``patched`` answers not saved yet: saved before the next record
+        (``patches`` says why that is soon enough)."""
 
     def _where(self) -> str:
         return f"run {self.run.run_id!r}: step {self.run.cp.step + 1}"
 
-    def take(self, kind: str, name: str) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+    def take(
+        self, kind: str, name: str, *, foreign: bool = False
+    ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
         """The key fields of the next operation of the caller's scope (``{"i": 3}``, or
         ``{"i": 0, "task": "1"}`` in a task the step created), and what is recorded there,
-        checked against what is asked."""
+        checked against what is asked (``foreign``: returned as it is, for the caller to
+        judge -- ``patches``)."""
         scope, i = self.scopes.take(current_step(), kind, name)
         if self._by_key is None:
             self._by_key = {call_key(r): r for r in self.records}
         record = self._by_key.get((scope, i))
+        if foreign:
+            return ({"i": i, "task": scope} if scope else {"i": i}), record
         if record is not None and (record.get("kind", "call"), record["name"]) != (kind, name):
             was = f"{record.get('kind', 'call')} {record['name']!r}"
             where = f"durable operation {i}" + (f" of task {scope}" if scope else "")
@@ -406,6 +415,10 @@ async def _do_async(request: Invoke | SaveRecord | Sleep) -> Any:
         return value
     if isinstance(request, SaveRecord):
         journal, driver = request.journal, request.journal.driven
+        with _saving(journal):
+            while journal.markers:  # patched() answers first (``patches``)
+                marker = journal.markers.pop(0)
+                await execute_async(journal.run.record(marker, journal.check), driver.do)
         with _saving(journal), _recording(request):
             saved = await execute_async(
                 journal.run.record(request.record, journal.check), driver.do
@@ -426,6 +439,9 @@ async def _do_blocking(request: Invoke | SaveRecord | Sleep) -> Any:
 
 def _recorded(request: SaveRecord) -> Any:
     journal = request.journal
+    with _saving(journal):
+        while journal.markers:  # patched() answers first (``patches``)
+            execute(journal.run.record(journal.markers.pop(0), journal.check), journal.driven.do)
     with _saving(journal), _recording(request):
         return execute(journal.run.record(request.record, journal.check), journal.driven.do)
 

@@ -51,6 +51,7 @@ from .retry import INCURABLE, NEVER_RETRIED, ONCE
 from .step import Step, StepContext
 from .telemetry import Observer, log
 from .typed import declared, updates_of
+from .versions import check_pinned, check_version, pin
 
 _CLAIMS = 3
 """Claims tried before a ConflictError stands (each after a fresh load)."""
@@ -71,6 +72,7 @@ class RunProgram:
         input: Mapping[str, Any] | None = None,
         stop: Callable[[], bool] | None = None,
         max_attempts: int | None = MAX_ATTEMPTS,
+        version: str | None = None,
     ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
@@ -85,6 +87,7 @@ class RunProgram:
         self.lease = float(lease)
         self.owner = default_owner() if owner is None else check_name(owner, "owner")
         self.workflow = workflow
+        self.version = check_version(version)  # lifecycle: the code's version (``versions``)
         self.max_attempts = check_max_attempts(max_attempts)
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
@@ -308,6 +311,7 @@ class RunProgram:
             self.cp,
             status="completed" if done else "running",
             workflow=self.workflow,
+            version=self.version if self.workflow else None,
             **({} if done else self.held()),
         )
 
@@ -322,7 +326,9 @@ class RunProgram:
                 freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls
             ),
         )
-        return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
+        check_pinned(self.cp, self.workflow, self.version)
+        claim = claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
+        return pin(claim, self.workflow, self.version)
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         updates = updates_of(declared(step.fn, step.returns), updates, step.name, self.run_id)

@@ -101,6 +101,12 @@ class Scopes:
         self._next[scope] = i + 1
         return scope, i
 
+    def give_back(self, scope: str, i: int) -> None:
+        """Undo ``take`` of index ``i`` in ``scope``, the last one taken there: an operation
+        that turned out not to be one (``patches``: a ``patched`` of old code's run)."""
+        if self._next.get(scope) == i + 1:
+            self._next[scope] = i
+
     def made(self, scope: str) -> int:
         """How many operations were made in ``scope`` so far."""
         return self._next.get(scope, 0)

@@ -34,6 +34,7 @@ from .run import RunProgram
 from .step import Step
 from .store_io import blocking_io, execute_on
 from .telemetry import log
+from .versions import check_version
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,14 @@ class Workflow:
     every time, by the OOM killer say -- stops there rather than loop forever through
     the workers. 10 by default (``claim.MAX_ATTEMPTS`` says why); a step's ``Retry``
     with more attempts raises it for that step; None: no limit."""
+    # -- lifecycle: versions (issue 33 item 4)
+    version: str | None = field(default=None, kw_only=True)
+    """The version of this code (e.g. ``"2026-12"``): each run is pinned to the version
+    it began on, and only code of that version runs it (``versions``)."""
 
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
+        check_version(self.version)
         object.__setattr__(self, "steps", tuple(self.steps))
         # bad step lists and limits fail here, not at the first run
         RunProgram("check", self.steps, max_attempts=self.max_attempts)
@@ -84,14 +90,14 @@ class Workflow:
     def start(self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None) -> bool:
         """Create the run for the workers (see the top); True if this call created it."""
         _sync_only(store)
-        return execute(start_program(self.name, run_id, input), blocking_io(store))
+        return execute(start_program(self.name, run_id, input, self.version), blocking_io(store))
 
     async def start_async(
         self, run_id: str, store: AsyncStore, *, input: Mapping[str, Any] | None = None
     ) -> bool:
         """``start`` for async stores."""
         _async_only(store)
-        return await execute_on(start_program(self.name, run_id, input), store)
+        return await execute_on(start_program(self.name, run_id, input, self.version), store)
 
     def _run(
         self,
@@ -110,15 +116,18 @@ class Workflow:
             input=input,
             stop=stop,
             max_attempts=self.max_attempts,
+            version=self.version,
         )
 
 
 def start_program(
-    workflow: str, run_id: str, input: Mapping[str, Any] | None
+    workflow: str, run_id: str, input: Mapping[str, Any] | None, version: str | None = None
 ) -> Generator[Request, Any, bool]:
-    """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``)."""
+    """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``);
+    ``version``: the version the run is pinned to (None: its first claim pins it)."""
     check_run_id(run_id)
     check_name(workflow, "workflow name")
+    check_version(version)
     state = frozen_state({} if input is None else input, run_id)
     while True:
         cp = yield LoadHead(run_id)  # the head tells whether it exists, and as what
@@ -139,6 +148,7 @@ def start_program(
             state=state,
             status="running",
             workflow=workflow,
+            version=version,
             attempt=0,  # its first step has not been started yet
             signals=freeze({}, "", run_id, 0, "signal payload"),
         )

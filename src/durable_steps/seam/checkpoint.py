@@ -66,6 +66,17 @@ class Checkpoint:
     """A run made by ``fork_run``: ``{"run": source run id, "step": k, "call": n or
     None, "at": when}``. None: not a fork."""
 
+    # -- lifecycle: versions and resume (issue 33 items 2 and 4) ------------------------
+    version: str | None = None
+    """The version of the workflow's code the run runs on (``Workflow(version=)``),
+    pinned by its start or first claim, moved only by ``upgrade_run``. None: not
+    pinned yet (a run started by name, or before versions existed). See
+    ``runner.versions``."""
+    resumed: tuple[Mapping[str, Any], ...] = ()
+    """One record per ``resume_run`` of the run, oldest first: how it had ended --
+    ``{"at", "status", "step", "attempt", "error", "cancel_reason"}`` -- so an earlier
+    failure stays visible after the run is running again. See ``runner.resume``."""
+
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
         if status not in STATUSES:
@@ -144,6 +155,9 @@ class RunInfo:
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
+    # -- lifecycle: versions (issue 33 item 4)
+    version: str | None = None
+    """The version of the workflow's code the run is pinned to (None: not pinned)."""
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

@@ -102,6 +102,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
+    # -- lifecycle: versions and resume (issue 33); absent in earlier documents: none
+    doc["version"] = cp.version
+    doc["resumed"] = [dict(r) for r in cp.resumed] or None
     return doc
 
 
@@ -244,7 +247,19 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
         "forked_from": _opt(doc, "forked_from", dict),
+        # -- lifecycle: versions and resume (issue 33)
+        "version": _opt(doc, "version", str),
+        "resumed": _resumed(doc.get("resumed")),
     }
+
+
+def _resumed(records: object) -> tuple[dict[str, Any], ...]:
+    """The records of a run's resumptions (``runner.resume``): a list of objects."""
+    if records is None:
+        return ()
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError("resumed is not a list of objects")
+    return tuple(records)
 
 
 def _calls(calls: object) -> tuple[dict[str, Any], ...]:
@@ -273,6 +288,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
         wake_at=cp.wake_at,
+        version=cp.version,
     )
 
 
@@ -312,4 +328,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         waiting_for=extra["waiting_for"],
         attempt=attempt,
         wake_at=extra["wake_at"],
+        version=extra["version"],
     )

@@ -28,6 +28,11 @@ class RunFilter:
     updated_before: float | None = None
     due_before: float | None = None
     limit: int | None = None
+    # -- lifecycle: versions (issue 33 item 4)
+    versions: tuple[str | None, ...] | None = None
+    """Runs pinned to one of these versions (None among them: runs pinned to none);
+    None: any version. ``list_runs(version=V)`` asks for ``(V,)``; a worker for the
+    versions it serves and the unpinned runs."""
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
@@ -36,11 +41,16 @@ class RunFilter:
             not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0
         ):
             raise ValueError(f"limit must be a non-negative int, not {self.limit!r}")
+        if self.versions is not None and (
+            not isinstance(self.versions, tuple)
+            or not all(v is None or isinstance(v, str) for v in self.versions)
+        ):
+            raise ValueError(f"versions must be a tuple of str or None, not {self.versions!r}")
 
     @property
     def filters(self) -> bool:
         """Whether anything but the limit is asked for."""
-        asked = (self.status, self.workflow, self.updated_before, self.due_before)
+        asked = (self.status, self.workflow, self.updated_before, self.due_before, self.versions)
         return any(v is not None for v in asked)
 
     def matches(self, info: RunInfo) -> bool:
@@ -56,6 +66,7 @@ class RunFilter:
                 self.due_before is None
                 or (info.wake_at is not None and info.wake_at <= self.due_before)
             )
+            and (self.versions is None or info.version in self.versions)
         )
 
 

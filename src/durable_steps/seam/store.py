@@ -102,10 +102,14 @@ class Store(ABC):
         updated_before: float | None = None,
         due_before: float | None = None,
         limit: int | None = None,
+        version: str | None = None,
     ) -> Iterator[RunInfo]:
-        """The runs (``RunFilter`` says which), streamed, never reading a run's state. A
-        run that cannot be read is listed with ``error`` set (and only without filters)."""
-        return self.listing(RunFilter(status, workflow, updated_before, due_before, limit))
+        """The runs (``RunFilter`` says which; ``version``: runs pinned to it), streamed,
+        never reading a run's state. A run that cannot be read is listed with ``error``
+        set (and only without filters)."""
+        return self.listing(
+            RunFilter(status, workflow, updated_before, due_before, limit, versions=_v(version))
+        )
 
     @abstractmethod
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -190,10 +194,13 @@ class AsyncStore(ABC):
         updated_before: float | None = None,
         due_before: float | None = None,
         limit: int | None = None,
+        version: str | None = None,
     ) -> AsyncIterator[RunInfo]:
         """``Store.list_runs``, as an async iterator (bad filters raise here, before any
         I/O)."""
-        return self.listing(RunFilter(status, workflow, updated_before, due_before, limit))
+        return self.listing(
+            RunFilter(status, workflow, updated_before, due_before, limit, versions=_v(version))
+        )
 
     @abstractmethod
     def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
@@ -230,6 +237,13 @@ class AsyncStore(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _v(version: str | None) -> tuple[str | None, ...] | None:
+    """``list_runs(version=)`` as a ``RunFilter``'s versions (lifecycle, issue 33)."""
+    if version is not None and not isinstance(version, str):
+        raise ValueError(f"version must be a str, not {version!r}")
+    return None if version is None else (version,)
 
 
 _CHUNK = 100

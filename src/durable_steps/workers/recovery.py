@@ -24,6 +24,7 @@ from typing import Literal
 
 from ..runner.clock import now
 from ..runner.drivers import _async_only, _sync_only, drive, drive_async
+from ..runner.versions import serving
 from ..runner.workflow import Workflow
 from ..seam.checkpoint import RunInfo
 from ..seam.errors import ConflictError, RunCancelledError, RunWaiting, StopRequested
@@ -79,7 +80,7 @@ async def recover_async(
     pick = _Picker(owner, limit)
     t = now()
     for name in known:
-        for filters in _listings(name, t):
+        for filters in _listings(known[name], t):
             async for info in store.listing(filters):
                 if pick.full():
                     return done
@@ -95,12 +96,13 @@ async def recover_async(
     return done
 
 
-def _listings(workflow: str, due_before: float) -> tuple[RunFilter, ...]:
+def _listings(workflow: Workflow, due_before: float) -> tuple[RunFilter, ...]:
     """The listings of a pass for one workflow: its running runs, its waiting ones due
-    before ``due_before``."""
+    before ``due_before`` -- of its version, or unpinned (``runner.versions``)."""
+    name, versions = workflow.name, serving({workflow.version})
     return (
-        RunFilter(status="running", workflow=workflow),
-        RunFilter(status="waiting", workflow=workflow, due_before=due_before),
+        RunFilter(status="running", workflow=name, versions=versions),
+        RunFilter(status="waiting", workflow=name, due_before=due_before, versions=versions),
     )
 
 
@@ -112,7 +114,10 @@ def known_workflows(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
         if not isinstance(w, Workflow):
             raise TypeError(f"recover() needs Workflow objects, not {w!r}")
         if known.setdefault(w.name, w) is not w:
-            raise ValueError(f"two workflows are named {w.name!r}; names must be unique")
+            raise ValueError(
+                f"two workflows are named {w.name!r}; names must be unique (two versions of "
+                "one workflow: serve one per worker, durable-steps worker --version V)"
+            )
     return known
 
 
@@ -186,7 +191,7 @@ def candidates(
     pick = _Picker(owner, limit, skip)
     t = now()
     for name in known:
-        for filters in _listings(name, t if wakes is None else t + within):
+        for filters in _listings(known[name], t if wakes is None else t + within):
             waiting = filters.due_before is not None
             for info in listing(filters):
                 if wakes is not None and waiting and info.wake_at is not None and info.wake_at > t:

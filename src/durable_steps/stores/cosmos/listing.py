@@ -56,7 +56,7 @@ _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
-    "c.log, c._etag, c._ts"
+    "c.log, c._etag, c._ts, c.version"
 )
 
 
@@ -84,6 +84,8 @@ def query_for(filters: RunFilter) -> Listing:
     if updated_before is not None:
         parameters.append({"name": "@before", "value": updated_before})
         where.append("(NOT IS_NUMBER(c.updated_at) OR c.updated_at < @before)")
+    if filters.versions is not None:  # lifecycle (issue 33): runs of these versions
+        where.append(_versions_clause(filters.versions, parameters))
     top = ""
     if limit is not None:
         parameters.append({"name": "@limit", "value": limit})
@@ -92,6 +94,18 @@ def query_for(filters: RunFilter) -> Listing:
     text = f"SELECT {top}{_PROJECTION} FROM c"  # noqa: S608
     text += " WHERE " + " AND ".join(where)
     return Listing(text, parameters, limit, len(where) > 1)
+
+
+def _versions_clause(versions: tuple[str | None, ...], parameters: list[dict[str, Any]]) -> str:
+    """The condition of runs pinned to one of ``versions`` (None among them: also the
+    runs pinned to none, whose ``version`` is null or absent), every value a parameter."""
+    named = [v for v in versions if v is not None]
+    for n, v in enumerate(named):
+        parameters.append({"name": f"@version{n}", "value": v})
+    either = [f"c.version = @version{n}" for n in range(len(named))]
+    if None in versions:
+        either.append("NOT IS_DEFINED(c.version) OR IS_NULL(c.version)")
+    return "(" + (" OR ".join(either) or "false") + ")"
 
 
 def run_info(row: dict[str, Any]) -> RunInfo:
@@ -144,7 +158,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     status = row.get("status")
     if status not in STATUSES:
         raise ValueError(f"status is {status!r}")
-    for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str)):
+    for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str), ("version", str)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
     for key in ("updated_at", "lease_expires", "wake_at"):
@@ -168,4 +182,5 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         waiting_for=row.get("waiting_for"),
         wake_at=row.get("wake_at"),
         attempt=attempt,
+        version=row.get("version"),
     )

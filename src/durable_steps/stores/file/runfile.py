@@ -261,6 +261,8 @@ _OPTIONAL = (
     "wake_at",
     "cancel_reason",
     "forked_from",
+    "version",  # lifecycle (issue 33)
+    "resumed",
 )
 
 

@@ -1,0 +1,71 @@
+"""``durable-steps runs upgrade RUN --to VERSION --workflow MODULE:ATTR``: a run moved
+to another version of its workflow's code (``runner.upgrade`` has the design).
+
+The code is named as the worker names it (MODULE:ATTR, the same loader) and must
+hold the run's workflow at VERSION: the run's completed steps are checked against
+that version's step list before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..runner.errors import not_found
+from ..runner.upgrade import upgrade_run
+from ..runner.workflow import Workflow
+from ..seam.errors import ConfigurationError
+from ..seam.rules import check_run_id
+from ..stores.config import store_for
+from ..workers.loop import load_workflows
+from .common import say
+
+
+@click.command("upgrade")
+@click.argument("run_id")
+@click.option("--to", "version", required=True, metavar="VERSION", help="The version to move to.")
+@click.option(
+    "--workflow",
+    "target",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The code that holds the run's workflow at VERSION, as 'durable-steps worker' takes it.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def runs_upgrade(run_id: str, version: str, target: str, as_json: bool) -> None:
+    """Move run RUN_ID to VERSION of its workflow's code, so that workers of VERSION run
+    it from now on. Its completed steps must be the first steps of VERSION's step
+    list (else nothing changes, and the difference is named); a completed run, or
+    one a worker is running now, is refused. Its status stays: a failed or
+    cancelled run is then resumed with 'runs resume'. Example:
+
+    \b
+      durable-steps runs upgrade refund-A-7 --to 2026-12 --workflow myapp.flows:WORKFLOWS
+    """
+    workflows = load_workflows(target)
+    with store_for("env", create=False) as store:
+        head = store.load_head(check_run_id(run_id))  # its workflow's name, not its state
+        if head is None:
+            raise not_found(run_id, "it was not upgraded")
+        code = _version_of(workflows, head.workflow, version, target)
+        moved = upgrade_run(store, run_id, code)
+    if as_json:
+        click.echo(json.dumps({"run_id": run_id, "version": version, "moved": moved}))
+    elif moved:
+        say(f"run {run_id} now runs on version {version} (was {head.version or 'unpinned'})")
+    else:
+        say(f"run {run_id} runs on version {version} already; nothing changed")
+
+
+def _version_of(workflows: list[Workflow], name: str | None, version: str, target: str) -> Workflow:
+    for w in workflows:
+        if w.name == name and w.version == version:
+            return w
+    have = sorted(repr(w.version) for w in workflows if w.name == name)
+    raise ConfigurationError(
+        f"{target} has no version {version!r} of workflow {name!r} (it has: "
+        f"{', '.join(have) or 'none of that workflow'}); nothing was changed. Name the "
+        "code of that version",
+        variable="--workflow",
+    )
