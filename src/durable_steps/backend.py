@@ -22,6 +22,7 @@ from __future__ import annotations
 from .seam.checkpoint import NOT_READ, Checkpoint, RunInfo, evolve, head_of
 from .seam.document import decode, dumps, head_document, info_of, to_document
 from .seam.errors import conflict, corrupt_error, delete_conflict
+from .seam.items import MAX_ITEM_BYTES, Item, item_exists, item_json
 from .seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from .seam.store import ORPHAN_AGE, AsyncStore, Store, ThreadedStore
 from .stores.registry import GROUP, Backend, Opening
@@ -56,4 +57,9 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     "delete_conflict",
     "head_etag",
     "state_limit",
+    # per-run items (streams, events): seam.items
+    "Item",
+    "MAX_ITEM_BYTES",
+    "item_exists",
+    "item_json",
 ]

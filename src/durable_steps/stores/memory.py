@@ -3,8 +3,10 @@ code that uses durable-steps."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
+from bisect import bisect_right, insort
 from collections.abc import Iterator
 from itertools import islice
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 from ..seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
+from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from ..seam.store import Store, ThreadedStore
@@ -29,6 +32,8 @@ class MemoryStore(Store):
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
+        # per-run items: run -> kind -> (sorted keys, key -> JSON)
+        self._items: dict[str, dict[str, tuple[list[str], dict[str, bytes]]]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._runs)} runs>)"
@@ -84,6 +89,7 @@ class MemoryStore(Store):
             if etag is not None and self._etag(run_id) not in (None, etag):
                 raise delete_conflict(run_id)
             self._etags.pop(run_id, None)
+            self._items.pop(run_id, None)
             return self._runs.pop(run_id, None) is not None
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -94,6 +100,36 @@ class MemoryStore(Store):
         """The run as ``list_runs`` lists it; None when it has no checkpoint."""
         raw = self._runs.get(check_run_id(run_id))
         return None if raw is None else info_of(decode(raw, run_id, "memory"), len(raw))
+
+    # -- per-run items (streams, events; ``seam.items``) ----------------------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, item_json(run_id, kind, key, value), create=True)
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, item_json(run_id, kind, key, value), create=False)
+
+    def _put_item(self, run_id: str, kind: str, key: str, raw: bytes, *, create: bool) -> None:
+        with self._lock:
+            keys, values = self._items.setdefault(run_id, {}).setdefault(kind, ([], {}))
+            if key in values:
+                if create:
+                    raise item_exists(run_id, kind, key)
+            else:
+                insort(keys, key)
+            values[key] = raw
+        wrote(len(raw))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        checked(run_id, kind, after)
+        with self._lock:
+            keys, values = self._items.get(run_id, {}).get(kind, ([], {}))
+            start = 0 if after is None else bisect_right(keys, after)
+            end = len(keys) if limit is None else start + limit
+            found = [(k, values[k]) for k in keys[start:end]]
+        return [Item(k, json.loads(raw)) for k, raw in found]
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""

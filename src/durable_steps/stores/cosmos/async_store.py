@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
+from ...seam.items import Item
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
@@ -16,6 +17,7 @@ from .heads import HeadPrograms
 from .listing import Listing, query_for
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
+from .run_items import ItemPrograms
 from .sdk import (
     AsyncCosmosClient,
     AsyncDefaultAzureCredential,
@@ -26,7 +28,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
+class AsyncCosmosStore(HeadPrograms, Removals, ItemPrograms, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -170,6 +172,19 @@ class AsyncCosmosStore(HeadPrograms, Removals, AsyncStore):
     async def run_info(self, run_id: str) -> RunInfo | None:
         """As ``CosmosStore.run_info``."""
         return await self._do(self._info(run_id))
+
+    # -- per-run items (streams, events; ``run_items``) ---------------------------------
+
+    async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self._write_item(run_id, kind, key, value, create=True))
+
+    async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self._write_item(run_id, kind, key, value, create=False))
+
+    async def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        return await self._do(self._read_items(run_id, kind, after, limit))
 
     async def _list(self, query: Listing) -> AsyncIterator[RunInfo]:
         if query.done:

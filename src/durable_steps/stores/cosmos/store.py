@@ -27,6 +27,7 @@ from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.errors import DurableError
+from ...seam.items import Item
 from ...seam.rules import RunFilter
 from ...seam.store import Store
 from .async_store import AsyncCosmosStore
@@ -45,6 +46,7 @@ from .programs import (
     T,
 )
 from .removal import Removals
+from .run_items import ItemPrograms
 from .sdk import (
     AzureError,
     CosmosClient,
@@ -65,7 +67,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HeadPrograms, Removals, Store):
+class CosmosStore(HeadPrograms, Removals, ItemPrograms, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -194,6 +196,19 @@ class CosmosStore(HeadPrograms, Removals, Store):
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, from its head; None when it has none."""
         return self._do(self._info(run_id))
+
+    # -- per-run items (streams, events; ``run_items``) ---------------------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._do(self._write_item(run_id, kind, key, value, create=True))
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._do(self._write_item(run_id, kind, key, value, create=False))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        return self._do(self._read_items(run_id, kind, after, limit))
 
     def _list(self, query: Listing) -> Iterator[RunInfo]:
         if query.done:
