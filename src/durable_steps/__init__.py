@@ -8,11 +8,30 @@ from typing import TYPE_CHECKING, Any
 
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
+
+# -- talking to a running run: streams and events (runner.streams, runner.events) --
+from .runner.events import (
+    get_event,
+    get_event_async,
+    get_events,
+    get_events_async,
+    set_event,
+    set_event_async,
+)
 from .runner.journal import call, call_async
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
+from .runner.streams import (
+    StreamReset,
+    close_stream,
+    close_stream_async,
+    read_stream,
+    read_stream_async,
+    write_stream,
+    write_stream_async,
+)
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.workflow import Workflow
@@ -88,6 +107,7 @@ __all__ = [
     "StepMismatchError",
     "Store",
     "StoreError",
+    "StreamReset",
     "TooManyAttemptsError",
     "Workflow",
     "__version__",
@@ -97,7 +117,15 @@ __all__ = [
     "call_async",
     "cancel_run",
     "cancel_run_async",
+    "close_stream",
+    "close_stream_async",
     "current_step",
+    "get_event",
+    "get_event_async",
+    "get_events",
+    "get_events_async",
+    "read_stream",
+    "read_stream_async",
     "recover",
     "recover_async",
     "run",
@@ -105,6 +133,8 @@ __all__ = [
     "running_steps",
     "send_signal",
     "send_signal_async",
+    "set_event",
+    "set_event_async",
     "sleep",
     "sleep_until",
     "store_for",
@@ -113,6 +143,8 @@ __all__ = [
     "wait_for_result",
     "wait_for_result_async",
     "wait_for_signal",
+    "write_stream",
+    "write_stream_async",
 ]
 
 

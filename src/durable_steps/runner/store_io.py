@@ -13,7 +13,19 @@ from typing import Any, TypeVar
 
 from ..seam.store import AsyncStore, Store
 from . import clock
-from .requests import Info, Load, LoadHead, Request, Save, SaveHead, Sleep, execute_async
+from .requests import (
+    AppendItem,
+    Info,
+    Load,
+    LoadHead,
+    PutItem,
+    ReadItems,
+    Request,
+    Save,
+    SaveHead,
+    Sleep,
+    execute_async,
+)
 from .tasks import untracked
 
 T = TypeVar("T")
@@ -22,7 +34,7 @@ T = TypeVar("T")
 def blocking_io(store: Store) -> Callable[[Request], Any]:
     """``do`` for programs that only load, save and sleep: a blocking store's I/O."""
 
-    def do(op: Request) -> Any:
+    def do(op: Request) -> Any:  # noqa: PLR0911 - one branch per kind of request
         if isinstance(op, Load):
             return store.load(op.run_id)
         if isinstance(op, Save):
@@ -35,6 +47,12 @@ def blocking_io(store: Store) -> Callable[[Request], Any]:
             return clock.sleep(op.seconds)
         if isinstance(op, Info):
             return store.run_info(op.run_id)
+        if isinstance(op, AppendItem):
+            return store.append_item(op.run_id, op.kind, op.key, op.value)
+        if isinstance(op, PutItem):
+            return store.put_item(op.run_id, op.kind, op.key, op.value)
+        if isinstance(op, ReadItems):
+            return store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
         raise TypeError(op)
 
     return do
@@ -52,7 +70,7 @@ class AsyncStoreIO:
         self.store = store
         self.cancelled = False
 
-    async def __call__(self, op: Request) -> Any:
+    async def __call__(self, op: Request) -> Any:  # noqa: PLR0911 - one per kind of request
         if isinstance(op, Load):
             return await self.store.load(op.run_id)
         if isinstance(op, Save | SaveHead):
@@ -65,7 +83,25 @@ class AsyncStoreIO:
             return await clock.asleep(op.seconds)
         if isinstance(op, Info):
             return await self.store.run_info(op.run_id)
+        if isinstance(op, ReadItems):
+            return await self.store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
+        if isinstance(op, AppendItem | PutItem):  # a write: let finish, as a save
+            return await self._write_item(op)
         raise TypeError(op)
+
+    async def _write_item(self, op: AppendItem | PutItem) -> None:
+        store = self.store
+        write = store.append_item if isinstance(op, AppendItem) else store.put_item
+        writing = untracked(write(op.run_id, op.kind, op.key, op.value))
+        while True:
+            try:
+                return await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                if writing.cancelled():
+                    raise
+                self.cancelled = True
+                if writing.done():
+                    return writing.result()
 
     async def _save(self, op: Save | SaveHead) -> Any:
         store = self.store
