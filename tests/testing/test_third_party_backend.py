@@ -48,7 +48,13 @@ def test_a_backend_of_another_package_passes_the_contract_suite(site: Path) -> N
     """The whole contract suite, on the registered backend alone: every test passes for
     the sync store and its async twin (the only skips are the tests of Cosmos DB's own
     layout, which need that backend)."""
-    run = pytest_in(site, "tests/stores/test_contract.py", "-rs", "--durable-backends=sqlite")
+    run = pytest_in(
+        site,
+        "tests/stores/test_contract.py",
+        "tests/stores/test_items.py",  # the per-run items (streams, events) too
+        "-rs",
+        "--durable-backends=sqlite",
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", run.stdout).group(1))  # type: ignore[union-attr]
     assert passed >= 100, run.stdout[-500:]
