@@ -35,6 +35,7 @@ from .dev import dev
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
+from .streams import runs_events, runs_stream
 from .ui import ui
 from .verify import runs_verify
 
@@ -73,6 +74,8 @@ def cli(verbose: int, debug: bool) -> None:
 for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
+    runs.add_command(command)
+for command in (runs_stream, runs_events):  # talking to a running run (cli/streams.py)
     runs.add_command(command)
 
 
