@@ -11,6 +11,7 @@ of started runs and due timers), 9 ``console`` (the console's first page of 100,
 runs), 10 ``codec`` (values encrypted and compressed at rest), 11 ``history`` (the
 storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (Agent
 Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
+13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency).
 This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
@@ -60,6 +61,7 @@ PARTS = (
     "codec",
     "history",
     "agent-framework",
+    "streams",
 )
 
 
@@ -91,7 +93,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, codec, console, floors, growing, history, listing, runner_parts
+    from . import agent, codec, console, floors, growing, history, listing, runner_parts, streams
 
     broken: list[str] = []
 
@@ -125,6 +127,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
     part("codec", "10. the codec on FileStore", lambda: codec.file_codec(table, base, quick))
     part("history", "11. history on FileStore", lambda: history.file_storage(table, base, quick))
+    part("streams", "13. streams on FileStore", lambda: streams.per_chunk_file(table, base, quick))
     return broken
 
 
@@ -134,12 +137,13 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5, 9, 10, 11 and 12 (Cosmos listing, the console, the codec, history and
-    Agent Framework's checkpoints on Cosmos) share one cosmos-local server; False when it
-    did not start."""
-    if {"cosmos", "listing", "console", "codec", "history", "agent-framework"} <= skip:
+    """Parts 4, 5, 9 and 10-13 (Cosmos listing, the console, the codec, history, Agent
+    Framework's checkpoints and streams on Cosmos) share one cosmos-local server; False
+    when it did not start."""
+    parts = {"cosmos", "listing", "console", "codec", "history", "agent-framework", "streams"}
+    if parts <= skip:
         return True
-    from . import af_checkpoints, codec, console, cosmos, history, listing
+    from . import af_checkpoints, codec, console, cosmos, history, listing, streams
 
     with ExitStack() as stack:
         try:
@@ -172,6 +176,9 @@ def cosmos_parts(
             "agent-framework",
             "12. Agent Framework checkpoints on cosmos-local",
             lambda: af_checkpoints.agent_framework(table, endpoint, quick),
+            "streams",
+            "13. streams on cosmos-local",
+            lambda: streams.per_chunk_cosmos(table, endpoint, quick),
         )
     return True
 

@@ -235,6 +235,20 @@ class Metered(ds.Store):
     def run_info(self, run_id: str) -> ds.RunInfo | None:
         return self._metered("run_info", self._store.run_info, run_id)
 
+    # per-run items (streams, events)
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._metered("append_item", self._store.append_item, run_id, kind, key, value)
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._metered("put_item", self._store.put_item, run_id, kind, key, value)
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Any]:
+        return self._metered(
+            "read_items", self._store.read_items, run_id, kind, after=after, limit=limit
+        )
+
     def close(self) -> None:
         self._store.close()
 

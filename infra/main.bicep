@@ -148,6 +148,9 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
             path: '/change/*'
           }
           {
+            path: '/data/*'
+          }
+          {
             path: '/text/?'
           }
           {

@@ -175,6 +175,17 @@ class SyncFacade(ds.Store):
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
         return self._wait(self.aio.delete(run_id, etag=etag))
 
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._wait(self.aio.append_item(run_id, kind, key, value))
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._wait(self.aio.put_item(run_id, kind, key, value))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Any]:
+        return self._wait(self.aio.read_items(run_id, kind, after=after, limit=limit))
+
     def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
         async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
             return [i async for i in it]

@@ -8,6 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
+
+# -- talking to a running run: streams and events (runner.streams, runner.events) --
+from .runner.events import (
+    get_event,
+    get_event_async,
+    get_events,
+    get_events_async,
+    set_event,
+    set_event_async,
+)
 from .runner.fork import fork_run, fork_run_async
 from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
@@ -17,6 +27,15 @@ from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
+from .runner.streams import (
+    StreamReset,
+    close_stream,
+    close_stream_async,
+    read_stream,
+    read_stream_async,
+    write_stream,
+    write_stream_async,
+)
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.upgrade import upgrade_run, upgrade_run_async
@@ -100,6 +119,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreError",
+    "StreamReset",
     "TooManyAttemptsError",
     "ValueCodec",
     "Workflow",
@@ -110,12 +130,20 @@ __all__ = [
     "call_async",
     "cancel_run",
     "cancel_run_async",
+    "close_stream",
+    "close_stream_async",
     "current_step",
     "fork_run",
     "fork_run_async",
+    "get_event",
+    "get_event_async",
+    "get_events",
+    "get_events_async",
     "load_at",
     "load_at_async",
     "patched",
+    "read_stream",
+    "read_stream_async",
     "recover",
     "recover_async",
     "resume_run",
@@ -127,6 +155,8 @@ __all__ = [
     "running_steps",
     "send_signal",
     "send_signal_async",
+    "set_event",
+    "set_event_async",
     "sleep",
     "sleep_until",
     "store_for",
@@ -137,6 +167,8 @@ __all__ = [
     "wait_for_result",
     "wait_for_result_async",
     "wait_for_signal",
+    "write_stream",
+    "write_stream_async",
 ]
 
 

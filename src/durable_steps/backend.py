@@ -23,6 +23,7 @@ from .seam.checkpoint import NOT_READ, Checkpoint, RunInfo, evolve, head_of
 from .seam.document import decode, dumps, head_document, info_of, to_document
 from .seam.errors import conflict, corrupt_error, delete_conflict
 from .seam.history import StepRecord, not_kept
+from .seam.items import MAX_ITEM_BYTES, Item, item_exists, item_json
 from .seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from .seam.state import FrozenState, frozen_state, mark_stored
 from .seam.store import ORPHAN_AGE, AsyncStore, Store, ThreadedStore
@@ -67,4 +68,9 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     "FrozenState",
     "frozen_state",
     "mark_stored",
+    # per-run items (streams, events): seam.items
+    "Item",
+    "MAX_ITEM_BYTES",
+    "item_exists",
+    "item_json",
 ]

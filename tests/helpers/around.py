@@ -5,6 +5,7 @@ overrides what it breaks."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import durable_steps as ds
 from durable_steps.seam.rules import RunFilter
@@ -41,6 +42,17 @@ class Around(ds.Store):
     def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return self.inner.prune_orphans(older_than)
 
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self.inner.append_item(run_id, kind, key, value)
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self.inner.put_item(run_id, kind, key, value)
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Any]:
+        return self.inner.read_items(run_id, kind, after=after, limit=limit)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -74,6 +86,17 @@ class AroundAsync(ds.AsyncStore):
 
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return await self.inner.prune_orphans(older_than)
+
+    async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self.inner.append_item(run_id, kind, key, value)
+
+    async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self.inner.put_item(run_id, kind, key, value)
+
+    async def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Any]:
+        return await self.inner.read_items(run_id, kind, after=after, limit=limit)
 
     async def close(self) -> None:
         await self.inner.close()

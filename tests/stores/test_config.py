@@ -276,6 +276,20 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "load_at",
             "load_at_async",
             "patched",  # lifecycle (issue 33)
+            # talking to a running run: streams and events
+            "StreamReset",
+            "close_stream",
+            "close_stream_async",
+            "get_event",
+            "get_event_async",
+            "get_events",
+            "get_events_async",
+            "read_stream",
+            "read_stream_async",
+            "set_event",
+            "set_event_async",
+            "write_stream",
+            "write_stream_async",
             "recover",
             "recover_async",
             "resume_run",  # lifecycle (issue 33)

@@ -52,6 +52,7 @@ def test_a_backend_of_another_package_passes_the_contract_suite(site: Path) -> N
         site,
         "tests/stores/test_contract.py",
         "tests/history/test_history.py",
+        "tests/stores/test_items.py",  # the per-run items (streams, events) too
         "-rs",
         "--durable-backends=sqlite",
     )

@@ -37,6 +37,7 @@ from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .resume import runs_resume
 from .runs import runs
+from .streams import runs_events, runs_stream
 from .ui import ui
 from .upgrade import runs_upgrade
 from .verify import runs_verify
@@ -78,6 +79,8 @@ for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
 for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life (issue 33)
+    runs.add_command(command)
+for command in (runs_stream, runs_events):  # talking to a running run (cli/streams.py)
     runs.add_command(command)
 
 

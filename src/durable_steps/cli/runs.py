@@ -34,6 +34,7 @@ from ..seam.store import Store
 from ..stores.config import store_for
 from .common import out, owner, say, size, when
 from .resume import show_resumed
+from .streams import event_records, show_events
 
 PAGE = 100
 DETAILS = 20
@@ -296,9 +297,11 @@ def runs_show(
     with store_for("env", create=False) as store:
         store.codec = Shown(store.codec)  # without the key: "<encrypted ...>", not a failure
         cp = load(store, run_id)
+        events = event_records(store, run_id)  # published events (cli/streams.py)
     picked = _picked(cp, keys) if keys else None
     if as_json:
         shown = checkpoint_json(cp, results=with_results)
+        shown["events"] = {k: v for k, v, _ in events}
         if picked is not None:
             shown["state"] = picked
         elif not state:
@@ -307,6 +310,7 @@ def runs_show(
         click.echo(json.dumps(shown, indent=2, default=str))
         return
     _show(cp, with_results)
+    show_events(events)
     if picked is not None:
         for key, value in picked.items():
             say((f"state[{key!r}]", "bold"))

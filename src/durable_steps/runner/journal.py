@@ -124,6 +124,10 @@ class StepDriver(Protocol):
     is_async: bool
 
     @property
+    def io(self) -> Callable[[Any], Any]:
+        """The store's I/O alone (``store_io``): what a stream's append goes through."""
+
+    @property
     def keep(self) -> Lost: ...
 
     def do(self, op: Request) -> Any: ...

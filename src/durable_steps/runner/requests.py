@@ -81,7 +81,38 @@ class LoadAt(NamedTuple):
     step: int
 
 
-Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead | LoadAt
+# -- per-run items (streams, events: ``streams``, ``events``; ``seam.items``) ------------
+
+
+class AppendItem(NamedTuple):
+    """Create an item of the run (create-only: an existing key is ``ConflictError``)."""
+
+    run_id: str
+    kind: str
+    key: str
+    value: Any
+
+
+class PutItem(NamedTuple):
+    """Create or replace an item of the run."""
+
+    run_id: str
+    kind: str
+    key: str
+    value: Any
+
+
+class ReadItems(NamedTuple):
+    """The run's items of a kind after a key, in key order, at most ``limit``."""
+
+    run_id: str
+    kind: str
+    after: str | None = None
+    limit: int | None = None
+
+
+ItemRequest = AppendItem | PutItem | ReadItems
+Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead | LoadAt | ItemRequest
 R = TypeVar("R")
 
 

@@ -13,7 +13,20 @@ from typing import Any, TypeVar
 
 from ..seam.store import AsyncStore, Store
 from . import clock
-from .requests import Info, Load, LoadAt, LoadHead, Request, Save, SaveHead, Sleep, execute_async
+from .requests import (
+    AppendItem,
+    Info,
+    Load,
+    LoadAt,
+    LoadHead,
+    PutItem,
+    ReadItems,
+    Request,
+    Save,
+    SaveHead,
+    Sleep,
+    execute_async,
+)
 from .tasks import untracked
 
 T = TypeVar("T")
@@ -37,6 +50,12 @@ def blocking_io(store: Store) -> Callable[[Request], Any]:
             return store.run_info(op.run_id)
         if isinstance(op, LoadAt):
             return store.load_at(op.run_id, op.step)
+        if isinstance(op, AppendItem):
+            return store.append_item(op.run_id, op.kind, op.key, op.value)
+        if isinstance(op, PutItem):
+            return store.put_item(op.run_id, op.kind, op.key, op.value)
+        if isinstance(op, ReadItems):
+            return store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
         raise TypeError(op)
 
     return do
@@ -54,7 +73,7 @@ class AsyncStoreIO:
         self.store = store
         self.cancelled = False
 
-    async def __call__(self, op: Request) -> Any:
+    async def __call__(self, op: Request) -> Any:  # noqa: PLR0911 - one per kind of request
         if isinstance(op, Load):
             return await self.store.load(op.run_id)
         if isinstance(op, Save | SaveHead):
@@ -69,7 +88,25 @@ class AsyncStoreIO:
             return await self.store.run_info(op.run_id)
         if isinstance(op, LoadAt):
             return await self.store.load_at(op.run_id, op.step)
+        if isinstance(op, ReadItems):
+            return await self.store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
+        if isinstance(op, AppendItem | PutItem):  # a write: let finish, as a save
+            return await self._write_item(op)
         raise TypeError(op)
+
+    async def _write_item(self, op: AppendItem | PutItem) -> None:
+        store = self.store
+        write = store.append_item if isinstance(op, AppendItem) else store.put_item
+        writing = untracked(write(op.run_id, op.kind, op.key, op.value))
+        while True:
+            try:
+                return await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                if writing.cancelled():
+                    raise
+                self.cancelled = True
+                if writing.done():
+                    return writing.result()
 
     async def _save(self, op: Save | SaveHead) -> Any:
         store = self.store

@@ -13,6 +13,8 @@ each method written once, here.
 - ``run_history`` / ``load_at`` (issue 33): the completed steps a store keeps, and the
   checkpoint after one of them (``seam.history``); ``delete_expired``: runs that ended
   longer than the store's ``finished_ttl`` ago (a store without item TTL).
+- ``append_item`` / ``put_item`` / ``read_items``: a run's per-run items (streams,
+  events; ``items`` has their design), removed with the run.
 - ``close`` and the context manager.
 
 A backend implements the abstract methods; ``list_runs`` turns its keyword filters
@@ -33,6 +35,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from .checkpoint import Checkpoint, RunInfo
 from .codec import Codec
 from .history import StepRecord, latest, latest_at
+from .items import Item
 from .rules import RunFilter
 
 S = TypeVar("S", bound="Store")
@@ -145,6 +148,26 @@ class Store(ABC):
         store whose service expires items itself (Cosmos DB's TTL) needs no call."""
         return 0
 
+    # -- per-run items (streams, events; see ``items``) ----------------------------------
+
+    @abstractmethod
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        """Create the item ``key`` of the run's ``kind``: create-only, so an existing key
+        raises ``ConflictError`` and writes nothing. Durable once it returns (as ``save``).
+        ``value``: JSON by the state's rules, at most ``items.MAX_ITEM_BYTES``
+        (``InvalidStateError`` before any I/O)."""
+
+    @abstractmethod
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        """Create or replace the item ``key`` of the run's ``kind`` (an upsert)."""
+
+    @abstractmethod
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        """The run's items of ``kind`` whose key is after ``after`` (all with None), in key
+        order, at most ``limit``; each value a fresh plain copy. None: the run has none."""
+
     @abstractmethod
     def close(self) -> None:
         """Release what the store holds (files, connections); idempotent."""
@@ -227,6 +250,22 @@ class AsyncStore(ABC):
     async def delete_expired(self, now: float | None = None) -> int:
         """``Store.delete_expired``."""
         return 0
+
+    # -- per-run items (streams, events; see ``items``) ----------------------------------
+
+    @abstractmethod
+    async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        """``Store.append_item``."""
+
+    @abstractmethod
+    async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        """``Store.put_item``."""
+
+    @abstractmethod
+    async def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        """``Store.read_items``."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -313,6 +352,17 @@ class ThreadedStore(AsyncStore, Generic[S]):
 
     async def delete_expired(self, now: float | None = None) -> int:
         return await self._do(self.sync.delete_expired, now)
+
+    async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self.sync.append_item, run_id, kind, key, value)
+
+    async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self.sync.put_item, run_id, kind, key, value)
+
+    async def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        return await self._do(self.sync.read_items, run_id, kind, after=after, limit=limit)
 
     async def close(self) -> None:
         # In a thread too: closing may wait for a save in progress.

@@ -9,9 +9,11 @@ Retention: ``finished_ttl`` seconds after a run ended, ``delete_expired`` (the w
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
+from bisect import bisect_right, insort
 from collections.abc import Iterator
 from itertools import islice
 from typing import Any
@@ -23,6 +25,7 @@ from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.encoded import Coder, decoded
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
 from ..seam.history import Keep, StepRecord, keep, not_kept
+from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from ..seam.state import delta_since
@@ -56,6 +59,8 @@ class MemoryStore(Store):
         # bytes and the version's before it; and the last saved (step, attempt).
         self._kept: dict[str, list[tuple[StepRecord, bytes, bytes | None]]] = {}
         self._last: dict[str, tuple[int, int]] = {}
+        # per-run items: run -> kind -> (sorted keys, key -> JSON)
+        self._items: dict[str, dict[str, tuple[list[str], dict[str, bytes]]]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._runs)} runs>)"
@@ -178,6 +183,7 @@ class MemoryStore(Store):
             self._etags.pop(run_id, None)
             self._kept.pop(run_id, None)  # its history goes with it
             self._last.pop(run_id, None)
+            self._items.pop(run_id, None)
             return self._runs.pop(run_id, None) is not None
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -188,6 +194,36 @@ class MemoryStore(Store):
         """The run as ``list_runs`` lists it; None when it has no checkpoint."""
         raw = self._runs.get(check_run_id(run_id))
         return None if raw is None else info_of(decode(raw, run_id, "memory"), len(raw))
+
+    # -- per-run items (streams, events; ``seam.items``) ----------------------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, item_json(run_id, kind, key, value), create=True)
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, item_json(run_id, kind, key, value), create=False)
+
+    def _put_item(self, run_id: str, kind: str, key: str, raw: bytes, *, create: bool) -> None:
+        with self._lock:
+            keys, values = self._items.setdefault(run_id, {}).setdefault(kind, ([], {}))
+            if key in values:
+                if create:
+                    raise item_exists(run_id, kind, key)
+            else:
+                insort(keys, key)
+            values[key] = raw
+        wrote(len(raw))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        checked(run_id, kind, after)
+        with self._lock:
+            keys, values = self._items.get(run_id, {}).get(kind, ([], {}))
+            start = 0 if after is None else bisect_right(keys, after)
+            end = len(keys) if limit is None else start + limit
+            found = [(k, values[k]) for k in keys[start:end]]
+        return [Item(k, json.loads(raw)) for k, raw in found]
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""

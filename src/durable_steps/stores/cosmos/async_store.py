@@ -11,6 +11,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
 from ...seam.history import StepRecord, keep
+from ...seam.items import Item
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
@@ -18,6 +19,7 @@ from .history import HistoryPrograms
 from .listing import Listing, query_for
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
+from .run_items import ItemPrograms
 from .sdk import (
     AsyncCosmosClient,
     AsyncDefaultAzureCredential,
@@ -28,7 +30,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HistoryPrograms, Removals, AsyncStore):
+class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -185,6 +187,19 @@ class AsyncCosmosStore(HistoryPrograms, Removals, AsyncStore):
     async def run_info(self, run_id: str) -> RunInfo | None:
         """As ``CosmosStore.run_info``."""
         return await self._do(self._info(run_id))
+
+    # -- per-run items (streams, events; ``run_items``) ---------------------------------
+
+    async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self._write_item(run_id, kind, key, value, create=True))
+
+    async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        await self._do(self._write_item(run_id, kind, key, value, create=False))
+
+    async def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        return await self._do(self._read_items(run_id, kind, after, limit))
 
     async def _list(self, query: Listing) -> AsyncIterator[RunInfo]:
         if query.done:

@@ -13,7 +13,8 @@ INDEXING = {
     "indexingMode": "consistent",
     "includedPaths": [{"path": "/*"}],
     "excludedPaths": [
-        {"path": p} for p in ("/state/*", "/calls/*", "/change/*", "/text/?", '/"_etag"/?')
+        {"path": p}
+        for p in ("/state/*", "/calls/*", "/change/*", "/text/?", "/data/*", '/"_etag"/?')
     ],
 }
 """Data is read by id and by generation, never queried: not indexing it makes saves

@@ -64,7 +64,7 @@ def query_for(filters: RunFilter) -> Listing:
     """The projected query of heads that lists the runs ``filters`` asks for."""
     status, workflow, limit = filters.status, filters.workflow, filters.limit
     due_before, updated_before = filters.due_before, filters.updated_before
-    where: list[str] = ["NOT IS_DEFINED(c.seg)"]  # heads only: segments are not runs
+    where: list[str] = ["NOT IS_DEFINED(c.seg) AND NOT IS_DEFINED(c.item)"]  # heads only
     parameters: list[dict[str, Any]] = []
     if status is not None:
         parameters.append({"name": "@status", "value": status})

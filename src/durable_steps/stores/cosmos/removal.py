@@ -19,7 +19,7 @@ from typing import Any
 
 from ...seam.errors import delete_conflict
 from ...seam.rules import check_run_id
-from . import segments
+from . import run_items, segments
 from .programs import OPEN, QUERY, CosmosPrograms, Program, SdkCall, log
 from .sdk import AzureError, MatchConditions, missing_item, status_of, translate
 
@@ -36,6 +36,7 @@ class Removals(CosmosPrograms):
         if not self._legacy:  # listed first: a run created again after the delete keeps its own
             try:
                 listed = yield SdkCall(QUERY, segments.every_segment(run_id))
+                listed += yield SdkCall(QUERY, run_items.every_item(run_id))  # streams, events
             except AzureError as exc:
                 raise translate(exc, self._where) from exc
         kwargs: dict[str, Any] = {"item": run_id, "partition_key": run_id}

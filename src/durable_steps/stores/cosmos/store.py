@@ -29,6 +29,7 @@ from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
 from ...seam.errors import DurableError
 from ...seam.history import StepRecord, keep
+from ...seam.items import Item
 from ...seam.rules import RunFilter
 from ...seam.store import Store
 from .async_store import AsyncCosmosStore
@@ -47,6 +48,7 @@ from .programs import (
     T,
 )
 from .removal import Removals
+from .run_items import ItemPrograms
 from .sdk import (
     AzureError,
     CosmosClient,
@@ -67,7 +69,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HistoryPrograms, Removals, Store):
+class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -211,6 +213,19 @@ class CosmosStore(HistoryPrograms, Removals, Store):
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, from its head; None when it has none."""
         return self._do(self._info(run_id))
+
+    # -- per-run items (streams, events; ``run_items``) ---------------------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._do(self._write_item(run_id, kind, key, value, create=True))
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._do(self._write_item(run_id, kind, key, value, create=False))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        return self._do(self._read_items(run_id, kind, after, limit))
 
     def _list(self, query: Listing) -> Iterator[RunInfo]:
         if query.done:

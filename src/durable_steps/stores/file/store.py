@@ -42,6 +42,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from ...seam.checkpoint import ENDED, Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
@@ -56,6 +57,7 @@ from ...seam.errors import (
 )
 from ...seam.etags import new_etag
 from ...seam.history import StepRecord, Walk, checkpoint_at, keep
+from ...seam.items import Item, checked, item_json
 from ...seam.metering import wrote
 from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
 from ...seam.store import ORPHAN_AGE, Store
@@ -72,6 +74,7 @@ from .fileio import (
     os_error,
     read_file,
 )
+from .items import ItemLogs
 from .open_files import OpenFiles, Stripe
 from .writer import Writer, parse, signals_key
 
@@ -119,6 +122,7 @@ class FileStore(Store):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
         self._open_files = OpenFiles(self._stripes)
+        self._items = ItemLogs(self.path / "items")
         weakref.finalize(self, self._open_files.close)  # a store dropped unclosed closes its files
 
     def __repr__(self) -> str:
@@ -238,6 +242,7 @@ class FileStore(Store):
                 kept_logs.remove(self.path, target)  # its history goes with it
                 try:
                     platform.current.sync_dir(str(self._runs))
+                    self._items.remove(target.stem)
                 except OSError as exc:
                     what = f"delete run {run_id!r}"
                     raise os_error(exc, what, target, self.path, GONE) from exc
@@ -324,6 +329,28 @@ class FileStore(Store):
                     kept_logs.remove(self.path, self._runs / f"{d.name}.json")
                     gone += 1
         return gone
+
+    # -- per-run items (streams, events; ``seam.items``, ``items``) -----------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, value, create=True)
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        self._put_item(run_id, kind, key, value, create=False)
+
+    def _put_item(self, run_id: str, kind: str, key: str, value: Any, *, create: bool) -> None:
+        raw = item_json(run_id, kind, key, value)
+        log = self._items.log_for(self.file_for(run_id).stem, kind)
+        with self._io(f"write a {kind} item of", run_id, log, " Nothing was written."):
+            wrote(self._items.append(run_id, kind, log, key, raw, create=create))
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        checked(run_id, kind, after)
+        log = self._items.log_for(self.file_for(run_id).stem, kind)
+        with self._io(f"read {kind} items of", run_id, log, ""):
+            return self._items.read(run_id, log, after, limit)
 
     # -- the rest -----------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Any
 from durable_steps.backend import (
     Backend,
     Checkpoint,
+    Item,
     Opening,
     RunFilter,
     RunInfo,
@@ -38,6 +39,8 @@ from durable_steps.backend import (
     head_etag,
     head_of,
     info_of,
+    item_exists,
+    item_json,
     not_kept,
     state_limit,
     to_document,
@@ -49,6 +52,10 @@ _TABLE = """CREATE TABLE IF NOT EXISTS runs (
 _HISTORY = """CREATE TABLE IF NOT EXISTS history (
     run_id TEXT, step INTEGER, name TEXT, at REAL, attempts INTEGER, size INTEGER,
     doc BLOB NOT NULL, before BLOB, PRIMARY KEY (run_id, step)
+)"""
+_ITEMS = """CREATE TABLE IF NOT EXISTS items (
+    run_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind, key)
 )"""
 
 
@@ -62,6 +69,7 @@ class SqliteStore(Store):
         self._lock = threading.Lock()
         self._db.execute(_TABLE)
         self._db.execute(_HISTORY)
+        self._db.execute(_ITEMS)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -177,6 +185,7 @@ class SqliteStore(Store):
                 raise delete_conflict(run_id)
             self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
             self._db.execute("DELETE FROM history WHERE run_id = ?", (run_id,))  # with its run
+            self._db.execute("DELETE FROM items WHERE run_id = ?", (run_id,))
         return row is not None
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -194,6 +203,39 @@ class SqliteStore(Store):
     def run_info(self, run_id: str) -> RunInfo | None:
         row = self._row(run_id)
         return None if row is None else info_of(decode(row[1], run_id, self.path), len(row[1]))
+
+    # -- per-run items: a row each, ordered by key ---------------------------------------
+
+    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        raw = item_json(run_id, kind, key, value)
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO items (run_id, kind, key, value) VALUES (?, ?, ?, ?)",
+                    (run_id, kind, key, raw),
+                )
+            except sqlite3.IntegrityError:
+                raise item_exists(run_id, kind, key) from None
+
+    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
+        raw = item_json(run_id, kind, key, value)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO items (run_id, kind, key, value) VALUES (?, ?, ?, ?)",
+                (run_id, kind, key, raw),
+            )
+
+    def read_items(
+        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Item]:
+        check_run_id(run_id)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM items WHERE run_id = ? AND kind = ? AND key > ? "
+                "ORDER BY key LIMIT ?",
+                (run_id, kind, "" if after is None else after, -1 if limit is None else limit),
+            ).fetchall()
+        return [Item(k, json.loads(bytes(v))) for k, v in rows]
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,107 @@
+"""``durable-steps runs stream`` and ``runs events``: a run's output streams and published
+events from a shell (``runner.streams``, ``runner.events``), and the events block of
+``runs show``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..runner import events as run_events
+from ..runner.streams import StreamReset, read_stream
+from ..seam.errors import RunNotFoundError
+from ..seam.rules import check_run_id
+from ..seam.store import Store
+from ..stores.config import store_for
+from .common import say, when
+
+
+def _exists(store: Store, run_id: str) -> None:
+    if store.run_info(check_run_id(run_id)) is None:
+        raise RunNotFoundError(
+            f"run {run_id!r} has no checkpoint in {store!r}; "
+            "'durable-steps runs list' shows the runs there",
+            run_id=run_id,
+        )
+
+
+@click.command("stream")
+@click.argument("run_id")
+@click.argument("name")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep reading until the stream is closed or the run ends."
+)
+@click.option(
+    "--after", type=int, default=None, metavar="N", help="Only chunks after offset N (resume)."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
+def runs_stream(run_id: str, name: str, follow: bool, after: int | None, as_json: bool) -> None:
+    """Print the chunks of run RUN_ID's stream NAME, one per line: its offset and the
+    chunk as JSON. A reset line marks the chunks of a call that was interrupted (a
+    crash, an error) and written again after it. --after N resumes after the last
+    offset you saw: nothing is missed, nothing repeated. Examples:
+
+    \b
+      durable-steps runs stream ticket-4711 answer --follow
+      durable-steps runs stream ticket-4711 answer --after 41 --json
+    """
+    with store_for("env", create=False) as store:
+        _exists(store, run_id)
+        for offset, chunk in read_stream(store, run_id, name, after=after, follow=follow):
+            if isinstance(chunk, StreamReset):
+                if as_json:
+                    line = {"offset": offset, "reset": chunk.since, "call": chunk.call}
+                    click.echo(json.dumps(line))
+                else:
+                    click.echo(
+                        f"{offset}\t-- reset: the chunks from offset {chunk.since} on were "
+                        "written by an interrupted attempt; what follows replaces them"
+                    )
+            elif as_json:
+                click.echo(json.dumps({"offset": offset, "chunk": chunk}))
+            else:
+                click.echo(f"{offset}\t{json.dumps(chunk)}")
+
+
+@click.command("events")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object of every event.")
+def runs_events(run_id: str, as_json: bool) -> None:
+    """Print the events run RUN_ID published (set_event): key, value, when. Example:
+
+    \b
+      durable-steps runs events ticket-4711 --json
+    """
+    with store_for("env", create=False) as store:
+        _exists(store, run_id)
+        records = event_records(store, run_id)
+    if as_json:
+        click.echo(json.dumps({k: v for k, v, _ in records}, indent=2))
+        return
+    if not records:
+        say(f"run {run_id} has published no events")
+    show_events(records)
+
+
+def event_records(store: Store, run_id: str) -> list[tuple[str, Any, float | None]]:
+    """Each event: its key, value and when it was set."""
+    found = []
+    for item in store.read_items(run_id, run_events.KIND):
+        value = item.value if isinstance(item.value, dict) else {}
+        at = value.get("set_at")
+        found.append((item.key, value.get("value"), at if isinstance(at, float | int) else None))
+    return found
+
+
+def show_events(records: list[tuple[str, Any, float | None]]) -> None:
+    """The events block of ``runs show`` and ``runs events``."""
+    if not records:
+        return
+    say(("events", "bold"))
+    for key, value, at in records:
+        text = json.dumps(value)
+        if len(text) > 500:
+            text = text[:500] + " ... ('runs events --json' has it whole)"
+        say(f"  {key}: {text}  ({when(at)})")

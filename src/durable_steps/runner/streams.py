@@ -1,0 +1,348 @@
+"""Output streams: a run's chunks, written inside its steps, read outside as they come.
+
+``write_stream(name, chunk)`` (``await write_stream_async(...)`` under ``run_async``),
+inside a step or a call's function, appends a JSON chunk to the run's stream ``name``;
+``close_stream(name)`` ends it. Outside, ``read_stream(store, run_id, name, after=)``
+(an iterator; ``read_stream_async`` an async one) yields ``(offset, chunk)`` and
+follows the stream live until it is closed or the run ends (completed, failed,
+cancelled). Offsets are 0, 1, 2, ... A reader that stops and comes back with
+``after=`` its last offset misses nothing and sees nothing twice.
+
+Storage. Each chunk is one per-run item (``seam.items``) of kind ``stream:NAME`` whose
+key is its offset: one append, create-only, so that no two writers ever get one
+offset (a stale owner that writes after another took the run over meets the
+other's items: ``ConflictError``, which ends its step). Offsets are dense: the
+run's owner assigns them one after the other, appends one at a time (an async
+step's tasks take turns), and only after the chunk before is stored -- so a reader
+never sees an offset before the one below it.
+
+What a resume does (the run's process killed, its lease taken over, a step retried):
+
+- a recorded call is replayed without running its function: its chunks stay and
+  are not written again;
+- chunks written by step code outside calls are written once: each write takes
+  its place in the step's journal (``journal.take``: step, task scope, index) and
+  stores it with the chunk; when the step runs again, a write whose place is in
+  the stream already is skipped (steps are deterministic between durable
+  operations, so it is the same chunk);
+- chunks written by a call that did not record its result (in flight at a kill,
+  raised, retried) are *kept and marked*: when that call runs again (a new
+  attempt) its first write appends a marker first, ``StreamReset(since, call)``:
+  the chunks that call wrote from offset ``since`` up to the marker belong to an
+  attempt that was interrupted, and what the call writes after the marker replaces
+  them. A reader gets the marker as an entry, ``(offset, StreamReset(...))``, in
+  its place: never silence, never a rewritten offset.
+
+Reading polls the store: ``read_items`` after the last offset (file: the log's new
+records only; Cosmos DB: one single-partition query); when nothing is new, the
+run's metadata (``run_info``: never its state) tells whether it ended. The pause
+between empty polls starts at ``interval`` and backs off to ``max_interval``.
+
+Stored values: ``{"chunk": C, "at": place}`` (step code), ``{"chunk": C, "call":
+id, "attempt": n}`` (a call's function), ``{"reset": since, "call": id,
+"attempt": n}``, ``{"closed": true, ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..seam.checkpoint import RunInfo
+from ..seam.items import Item, offset_key
+from ..seam.rules import check_name, check_run_id
+from ..seam.store import AsyncStore, Store
+from .clock import now
+from .errors import not_found
+from .journal import Journal
+from .requests import AppendItem, Info, ReadItems, Request, Sleep, execute, execute_async
+from .step import current_step
+from .store_io import blocking_io, execute_on
+from .tasks import join
+from .timers import seconds_of
+
+PAGE = 500
+"""Items a reader or a writer's first look reads per request."""
+ENDED = ("completed", "failed", "cancelled")
+
+
+class StreamReset(NamedTuple):
+    """A marker in a stream: the chunks that call ``call`` wrote from offset ``since`` up
+    to this entry were written by an attempt that was interrupted (a kill, an error, a
+    retry); what that call writes next replaces them."""
+
+    since: int
+    call: str
+
+
+def kind_of(name: str) -> str:
+    return "stream:" + check_name(name, "stream name")
+
+
+# -- writing, inside a step ----------------------------------------------------------------
+
+
+@dataclass
+class _Written:
+    """What the run's owner knows of one stream (read once per process, then kept)."""
+
+    next: int = 0
+    places: set[str] = field(default_factory=set)
+    """The places (step/scope/index) of the chunks step code wrote."""
+    calls: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per call: the attempt that wrote last, and the offset where that attempt began."""
+    closed: bool = False
+
+    def absorb(self, offset: int, value: Any) -> None:
+        self.next = offset + 1
+        if not isinstance(value, dict):
+            return
+        if "at" in value:
+            self.places.add(str(value["at"]))
+        call, attempt = value.get("call"), value.get("attempt")
+        if isinstance(call, str) and isinstance(attempt, int):
+            seen = self.calls.get(call)
+            if seen is None or seen[0] != attempt or "reset" in value:
+                self.calls[call] = (attempt, offset)
+        if value.get("closed") is True:
+            self.closed = True
+
+
+_known: weakref.WeakKeyDictionary[object, dict[str, _Written]] = weakref.WeakKeyDictionary()
+"""Per run program (one owner's run in this process): its streams as it knows them."""
+_turns: weakref.WeakKeyDictionary[object, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+"""Under ``run_async``: per stream, the lock on which the step's tasks take turns to
+append (one at a time, each after the one before landed: dense offsets)."""
+
+
+def _load(run_id: str, kind: str) -> Generator[Request, Any, _Written]:
+    written = _Written()
+    after: str | None = None
+    while True:
+        items: list[Item] = yield ReadItems(run_id, kind, after, PAGE)
+        for item in items:
+            written.absorb(int(item.key), item.value)
+        if len(items) < PAGE:
+            return written
+        after = items[-1].key
+
+
+def _write(journal: Journal, name: str, body: dict[str, Any]) -> Generator[Request, Any, None]:
+    """Append ``body`` (a chunk, or the close) to stream ``name`` (see the top)."""
+    kind = kind_of(name)
+    ctx = current_step()
+    run_id = journal.run.run_id
+    if ctx.call is None:  # step code: its place makes a replayed write a no-op
+        key, _ = journal.take("stream", name)
+        at = f"{ctx.index}/{key.get('task', '')}/{key['i']}"
+        body = {**body, "at": at}
+    else:  # a call's function: its attempt, so a later attempt marks what this one wrote
+        call = f"{ctx.index}/{join(ctx.call_scope, f'c{ctx.call[0]}')}"
+        body = {**body, "call": call, "attempt": ctx.attempt}
+    streams = _known.setdefault(journal.run, {})
+    written = streams.get(kind)
+    if written is None:
+        written = streams[kind] = yield from _load(run_id, kind)
+    if "at" in body and body["at"] in written.places:
+        return  # written by an earlier attempt of this step
+    if written.closed:
+        raise ValueError(
+            f"run {run_id!r}: stream {name!r} is closed; nothing more can be written to it "
+            "(write to another stream, or close it only when the run is done with it)"
+        )
+    journal.check()
+    try:
+        if "call" in body:
+            seen = written.calls.get(body["call"])
+            if seen is not None and seen[0] != body["attempt"]:
+                marker = {"reset": seen[1], "call": body["call"], "attempt": body["attempt"]}
+                yield AppendItem(run_id, kind, offset_key(written.next), marker)
+                written.absorb(written.next, marker)
+        yield AppendItem(run_id, kind, offset_key(written.next), body)
+    except BaseException:
+        streams.pop(kind, None)  # unsure what landed: read it again next time
+        raise
+    written.absorb(written.next, body)
+
+
+def _journal(what: str) -> Journal:
+    journal = current_step().journal
+    if not isinstance(journal, Journal) or journal.driver is None:
+        raise RuntimeError(
+            f"{what}() is only available inside a step run by run() or run_async(); outside, "
+            "read a stream with read_stream()"
+        )
+    return journal
+
+
+def _written(journal: Journal, name: str, body: dict[str, Any]) -> None:
+    driver = journal.driven
+    if driver.is_async:
+        raise TypeError(
+            f"{'close_stream' if 'closed' in body else 'write_stream'}({name!r}, ...) inside a "
+            "step run by run_async(): await write_stream_async() / close_stream_async()"
+        )
+    execute(_write(journal, name, body), driver.io)
+
+
+async def _written_async(journal: Journal, name: str, body: dict[str, Any]) -> None:
+    driver = journal.driven
+    if not driver.is_async:  # a coroutine of a run() step: the run's blocking I/O
+        execute(_write(journal, name, body), driver.io)
+        return
+    turns = _turns.setdefault(journal.run, {})
+    turn = turns.get(name) or turns.setdefault(name, asyncio.Lock())
+    async with turn:
+        await execute_async(_write(journal, name, body), driver.io)
+    if driver.cancelled:
+        raise asyncio.CancelledError  # held back while the append finished
+
+
+def write_stream(name: str, chunk: Any) -> None:
+    """Append ``chunk`` (JSON, at most 256 KiB) to the run's stream ``name``, inside a
+    step or a call's function run by ``run()`` (see the top for what a resume does)."""
+    _written(_journal("write_stream"), name, {"chunk": chunk})
+
+
+async def write_stream_async(name: str, chunk: Any) -> None:
+    """``write_stream`` for steps run by ``run_async()`` (and coroutines of ``run`` steps)."""
+    await _written_async(_journal("write_stream_async"), name, {"chunk": chunk})
+
+
+def close_stream(name: str) -> None:
+    """End the run's stream ``name``: readers stop after its last chunk."""
+    _written(_journal("close_stream"), name, {"closed": True})
+
+
+async def close_stream_async(name: str) -> None:
+    """``close_stream`` for steps run by ``run_async()``."""
+    await _written_async(_journal("close_stream_async"), name, {"closed": True})
+
+
+# -- reading, outside ----------------------------------------------------------------------
+
+
+class _Reader:
+    """One reader's position and pace; ``poll`` is a program of one round."""
+
+    def __init__(
+        self,
+        run_id: str,
+        name: str,
+        *,
+        after: int | None,
+        follow: bool,
+        interval: float,
+        max_interval: float,
+        timeout: float | None,
+    ) -> None:
+        self.run_id, self.kind, self.follow = check_run_id(run_id), kind_of(name), follow
+        if after is not None and (type(after) is not int or after < -1):
+            raise ValueError(f"read_stream(after=...) must be an offset (int >= -1), not {after!r}")
+        self.after = None if after is None or after < 0 else offset_key(after)
+        self.interval = seconds_of(interval, "read_stream(interval=...)") or 0.001
+        self.max_interval = max(self.interval, seconds_of(max_interval, "max_interval"))
+        self.pause = self.interval
+        self.timeout = None if timeout is None else seconds_of(timeout, "timeout")
+        self.deadline = None if self.timeout is None else now() + self.timeout
+        self.done = False
+
+    def poll(self) -> Generator[Request, Any, list[tuple[int, Any]]]:
+        """The entries that came since the last round (paused first when none did)."""
+        items: list[Item] = yield ReadItems(self.run_id, self.kind, self.after, PAGE)
+        if items:
+            self.pause = self.interval
+            if self.timeout is not None:
+                self.deadline = now() + self.timeout
+            return self._entries(items)
+        if not self.follow:
+            self.done = True
+            return []
+        info: RunInfo | None = yield Info(self.run_id)
+        if info is None:
+            raise not_found(self.run_id, "it has no stream to read (start it first)")
+        if info.status in ENDED:  # what was written before it ended, then no more
+            items = yield ReadItems(self.run_id, self.kind, self.after, PAGE)
+            self.done = len(items) < PAGE
+            return self._entries(items)
+        if self.deadline is not None and now() >= self.deadline:
+            raise TimeoutError(
+                f"run {self.run_id!r}: nothing new on its {self.kind} within the timeout (the "
+                f"run is {info.status}); read again from your last offset"
+            )
+        yield Sleep(self.pause)
+        self.pause = min(self.pause * 2, self.max_interval)
+        return []
+
+    def _entries(self, items: list[Item]) -> list[tuple[int, Any]]:
+        entries: list[tuple[int, Any]] = []
+        for item in items:
+            self.after = item.key
+            value = item.value if isinstance(item.value, dict) else {}
+            if value.get("closed") is True:
+                self.done = True
+                break
+            if "reset" in value:
+                entries.append((int(item.key), StreamReset(value["reset"], value["call"])))
+            else:
+                entries.append((int(item.key), value.get("chunk")))
+        return entries
+
+
+def read_stream(
+    store: Store,
+    run_id: str,
+    name: str,
+    *,
+    after: int | None = None,
+    follow: bool = True,
+    interval: float = 0.05,
+    max_interval: float = 1.0,
+    timeout: float | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """``(offset, chunk)`` of the run's stream ``name`` after offset ``after`` (from the
+    start with None), following it live until it is closed or the run ends -- or, with
+    ``follow=False``, what is there now. A ``StreamReset`` entry marks the chunks of an
+    interrupted call (see the top). ``timeout``: seconds without a new entry before
+    ``TimeoutError``. ``RunNotFoundError`` when the run does not exist."""
+    reader = _Reader(
+        run_id,
+        name,
+        after=after,
+        follow=follow,
+        interval=interval,
+        max_interval=max_interval,
+        timeout=timeout,
+    )
+    do = blocking_io(store)
+    while not reader.done:
+        yield from execute(reader.poll(), do)
+
+
+async def read_stream_async(
+    store: AsyncStore,
+    run_id: str,
+    name: str,
+    *,
+    after: int | None = None,
+    follow: bool = True,
+    interval: float = 0.05,
+    max_interval: float = 1.0,
+    timeout: float | None = None,
+) -> AsyncIterator[tuple[int, Any]]:
+    """``read_stream`` for async stores (an async iterator)."""
+    reader = _Reader(
+        run_id,
+        name,
+        after=after,
+        follow=follow,
+        interval=interval,
+        max_interval=max_interval,
+        timeout=timeout,
+    )
+    while not reader.done:
+        for entry in await execute_on(reader.poll(), store):
+            yield entry
