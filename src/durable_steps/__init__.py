@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
 from .runner.journal import call, call_async
+from .runner.mailbox import receive, receive_async, send_message, send_message_async
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
@@ -26,6 +27,7 @@ from .seam.errors import (
     InvalidRunIdError,
     InvalidStateError,
     LeaseLostError,
+    MessageTimeoutError,
     MissingExtraError,
     RunCancelledError,
     RunFailedError,
@@ -72,6 +74,7 @@ __all__ = [
     "InvalidStateError",
     "LeaseLostError",
     "MemoryStore",
+    "MessageTimeoutError",
     "MissingExtraError",
     "Recovered",
     "Retry",
@@ -98,11 +101,15 @@ __all__ = [
     "cancel_run",
     "cancel_run_async",
     "current_step",
+    "receive",
+    "receive_async",
     "recover",
     "recover_async",
     "run",
     "run_async",
     "running_steps",
+    "send_message",
+    "send_message_async",
     "send_signal",
     "send_signal_async",
     "sleep",

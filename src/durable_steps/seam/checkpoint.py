@@ -62,6 +62,13 @@ class Checkpoint:
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
 
+    # -- the mailbox (seam.mailbox, runner.mailbox) --
+    mailbox: Mapping[str, Any] | None = None
+    """Messages sent to the run (``send_message``) and not yet consumed, per topic, with
+    the idempotency keys it remembers (``seam.mailbox``). None: never sent any."""
+    receiving: str | None = None
+    """The topic whose next message a ``waiting`` run's ``receive`` waits for."""
+
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
         if status not in STATUSES:

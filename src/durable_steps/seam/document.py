@@ -11,6 +11,8 @@ their next save:
 - 4: a journal record may name the task scope it belongs to (``"task"``, see
   ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
   a version that numbered calls across the step would mix up, so it refuses them.
+  Optional fields added within schema 4, absent meaning none: ``mailbox`` and
+  ``receiving`` (``seam.mailbox``).
 
 A recorded error's type read as ``durable_steps._errors.X`` (the name earlier versions
 recorded) is ``durable_steps.X``, the name it is imported by.
@@ -22,6 +24,7 @@ import json
 import time
 from typing import Any
 
+from . import mailbox
 from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
 from .rules import check_run_id
@@ -100,6 +103,14 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
+    # -- the mailbox (seam.mailbox): written only when there is one, so that runs
+    # without messages are stored exactly as before it
+    if cp.mailbox is not None:
+        if not is_checked(cp.mailbox):
+            check_json(dict(cp.mailbox), cp.run_id, "mailbox message")
+        doc["mailbox"] = cp.mailbox
+    if cp.receiving is not None:
+        doc["receiving"] = cp.receiving
     return doc
 
 
@@ -236,6 +247,9 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        # the mailbox (seam.mailbox)
+        "mailbox": mailbox.read(doc.get("mailbox")),
+        "receiving": _opt(doc, "receiving", str),
     }
 
 
