@@ -35,6 +35,7 @@ from .dev import dev
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .runs import runs
+from .send import runs_send
 from .ui import ui
 from .verify import runs_verify
 
@@ -74,6 +75,7 @@ for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
+runs.add_command(runs_send)  # the mailbox (cli/send.py)
 
 
 def configure_logging(verbose: int) -> None:
