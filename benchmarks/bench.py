@@ -8,7 +8,7 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs). This module owns the table and the command line.
+runs), 10 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -54,6 +54,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "mailbox",
 )
 
 
@@ -85,7 +86,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, console, floors, growing, listing, runner_parts
+    from . import agent, console, floors, growing, listing, mailbox, runner_parts
 
     broken: list[str] = []
 
@@ -117,6 +118,9 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
+    part(
+        "mailbox", "10. the mailbox on FileStore", lambda: mailbox.file_mailbox(table, base, quick)
+    )
     return broken
 
 
@@ -128,9 +132,9 @@ def cosmos_parts(
 ) -> bool:
     """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
     server; False when it did not start."""
-    if {"cosmos", "listing", "console"} <= skip:
+    if {"cosmos", "listing", "console", "mailbox"} <= skip:
         return True
-    from . import console, cosmos, listing
+    from . import console, cosmos, listing, mailbox
 
     with ExitStack() as stack:
         try:
@@ -148,6 +152,11 @@ def cosmos_parts(
             "console",
             "9. the console on cosmos-local",
             lambda: console.cosmos_console(table, endpoint, quick),
+        )
+        part(
+            "mailbox",
+            "10. the mailbox on cosmos-local",
+            lambda: mailbox.cosmos_mailbox(table, endpoint, quick),
         )
     return True
 

@@ -229,3 +229,26 @@ def test_the_waiting_messages_of_a_run_are_bounded(api: Api, run_id: str) -> Non
     assert full.value.limit == mailbox.MAX_PENDING_BYTES
     assert api.store.load(run_id) == before
     assert len(mailbox.pending(before.mailbox, "t")) == 2
+
+
+def test_receives_gathered_in_tasks_each_take_another_message(api: Api, run_id: str) -> None:
+    """Receives made at once by tasks of one step each take another message (none is
+    taken twice), and on the step's next attempt each task replays its own."""
+    rounds: list[list[Any]] = []
+
+    async def take(state: Any) -> dict[str, Any]:
+        ds.track_tasks()  # (under run, the step's own event loop: its tasks named)
+        got = await asyncio.gather(*(ds.receive_async("in") for _ in range(3)))
+        rounds.append(list(got))
+        if len(rounds) == 1:
+            raise RuntimeError("the step fails once after its receives were recorded")
+        return {"got": got}
+
+    steps = [api.step("take", take, retry=ds.Retry(attempts=2, backoff=0))]
+    api.create(Workflow(f"gather-{run_id}", steps), run_id)
+    for n in range(4):
+        send(api, run_id, "in", n)
+    assert api.run(run_id, steps) == {"got": rounds[0]}
+    assert sorted(rounds[0]) == [0, 1, 2]
+    assert rounds[1] == rounds[0]
+    assert mailbox.pending(api.store.load(run_id).mailbox, "in")[0]["payload"] == 3
