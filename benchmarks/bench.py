@@ -8,7 +8,8 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs), 10 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages). This module owns the table and the command line.
+runs), 10 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages). This
+module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
