@@ -11,7 +11,8 @@ of started runs and due timers), 9 ``console`` (the console's first page of 100,
 runs), 10 ``codec`` (values encrypted and compressed at rest), 11 ``history`` (the
 storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (Agent
 Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
-13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency).
+13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
+``mailbox`` (a send's cost after 1 and 1,000 consumed messages).
 This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
@@ -62,6 +63,7 @@ PARTS = (
     "history",
     "agent-framework",
     "streams",
+    "mailbox",
 )
 
 
@@ -93,7 +95,18 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, codec, console, floors, growing, history, listing, runner_parts, streams
+    from . import (
+        agent,
+        codec,
+        console,
+        floors,
+        growing,
+        history,
+        listing,
+        mailbox,
+        runner_parts,
+        streams,
+    )
 
     broken: list[str] = []
 
@@ -128,6 +141,9 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("codec", "10. the codec on FileStore", lambda: codec.file_codec(table, base, quick))
     part("history", "11. history on FileStore", lambda: history.file_storage(table, base, quick))
     part("streams", "13. streams on FileStore", lambda: streams.per_chunk_file(table, base, quick))
+    part(
+        "mailbox", "14. the mailbox on FileStore", lambda: mailbox.file_mailbox(table, base, quick)
+    )
     return broken
 
 
@@ -137,13 +153,22 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5, 9 and 10-13 (Cosmos listing, the console, the codec, history, Agent
-    Framework's checkpoints and streams on Cosmos) share one cosmos-local server; False
+    """Parts 4, 5, 9 and 10-14 (Cosmos listing, the console, the codec, history, Agent
+    Framework's checkpoints, streams and the mailbox on Cosmos) share one cosmos-local server; False
     when it did not start."""
-    parts = {"cosmos", "listing", "console", "codec", "history", "agent-framework", "streams"}
+    parts = {
+        "cosmos",
+        "listing",
+        "console",
+        "codec",
+        "history",
+        "agent-framework",
+        "streams",
+        "mailbox",
+    }
     if parts <= skip:
         return True
-    from . import af_checkpoints, codec, console, cosmos, history, listing, streams
+    from . import af_checkpoints, codec, console, cosmos, history, listing, mailbox, streams
 
     with ExitStack() as stack:
         try:
@@ -176,9 +201,16 @@ def cosmos_parts(
             "agent-framework",
             "12. Agent Framework checkpoints on cosmos-local",
             lambda: af_checkpoints.agent_framework(table, endpoint, quick),
+        )
+        part(
             "streams",
             "13. streams on cosmos-local",
             lambda: streams.per_chunk_cosmos(table, endpoint, quick),
+        )
+        part(
+            "mailbox",
+            "14. the mailbox on cosmos-local",
+            lambda: mailbox.cosmos_mailbox(table, endpoint, quick),
         )
     return True
 

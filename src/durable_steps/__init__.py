@@ -21,6 +21,7 @@ from .runner.events import (
 from .runner.fork import fork_run, fork_run_async
 from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
+from .runner.mailbox import receive, receive_async, send_message, send_message_async
 from .runner.patches import patched
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.resume import resume_run, resume_run_async
@@ -51,6 +52,7 @@ from .seam.errors import (
     InvalidRunIdError,
     InvalidStateError,
     LeaseLostError,
+    MessageTimeoutError,
     MissingExtraError,
     RunCancelledError,
     RunFailedError,
@@ -101,6 +103,7 @@ __all__ = [
     "Keyring",
     "LeaseLostError",
     "MemoryStore",
+    "MessageTimeoutError",
     "MissingExtraError",
     "Recovered",
     "Retry",
@@ -144,6 +147,8 @@ __all__ = [
     "patched",
     "read_stream",
     "read_stream_async",
+    "receive",
+    "receive_async",
     "recover",
     "recover_async",
     "resume_run",
@@ -153,6 +158,8 @@ __all__ = [
     "run_history",
     "run_history_async",
     "running_steps",
+    "send_message",
+    "send_message_async",
     "send_signal",
     "send_signal_async",
     "set_event",

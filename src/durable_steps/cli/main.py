@@ -37,6 +37,7 @@ from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
 from .resume import runs_resume
 from .runs import runs
+from .send import runs_send
 from .streams import runs_events, runs_stream
 from .ui import ui
 from .upgrade import runs_upgrade
@@ -82,6 +83,7 @@ for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's 
     runs.add_command(command)
 for command in (runs_stream, runs_events):  # talking to a running run (cli/streams.py)
     runs.add_command(command)
+runs.add_command(runs_send)  # the mailbox (cli/send.py)
 
 
 def configure_logging(verbose: int) -> None:

@@ -62,7 +62,7 @@ RIGHT = {"attempt", "size"}
 
 @click.group()
 def runs() -> None:
-    """See, signal, delete and expire the runs in the configured store."""
+    """See, signal, message, delete and expire the runs in the configured store."""
 
 
 def status_of(info: RunInfo) -> str:
@@ -388,6 +388,9 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
 
 def _status_line(cp: Checkpoint) -> str:
     if cp.status == "waiting":
+        if cp.receiving is not None:  # the mailbox (runner.mailbox)
+            deadline = f" (deadline {when(cp.wake_at)})" if cp.wake_at is not None else ""
+            return f"waiting for a message on {cp.receiving}{deadline}"
         if cp.waiting_for is None:
             return f"asleep until {when(cp.wake_at)}"
         deadline = f" (deadline {when(cp.wake_at)})" if cp.wake_at is not None else ""

@@ -140,6 +140,8 @@ def _saved(cp: Checkpoint) -> str:
     if cp.status == "cancelled":
         return f"cancelled{f': {cp.cancel_reason}' if cp.cancel_reason else ''}"
     if cp.status == "waiting":
+        if cp.receiving:  # the mailbox (runner.mailbox)
+            return f"waits for a message on {cp.receiving}"
         return f"waits for signal {cp.waiting_for}" if cp.waiting_for else "asleep"
     return str(cp.status)
 

@@ -23,9 +23,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..seam import mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import DurableError, Suspend
-from ..seam.state import CallRecords, call_key, call_records
+from ..seam.state import CallRecords, call_key, call_records, freeze
 
 NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
 
@@ -77,6 +78,7 @@ def waiting(cp: Checkpoint, wait: Suspend) -> Checkpoint:
         waiting_for=wait.signal,
         wake_at=wait.wake_at,
         calls=calls,
+        receiving=wait.topic,
     )
 
 
@@ -87,6 +89,7 @@ def woken(cp: Checkpoint, held: dict[str, Any]) -> Checkpoint:
         cp,
         status="running",
         waiting_for=None,
+        receiving=None,
         wake_at=None,
         attempt=cp.attempt + 1,
         first_attempt=cp.attempt + 1,
@@ -96,7 +99,22 @@ def woken(cp: Checkpoint, held: dict[str, Any]) -> Checkpoint:
 
 
 def with_record(cp: Checkpoint, record: Mapping[str, Any], held: dict[str, Any]) -> Checkpoint:
+    if record.get("kind") == "receive" and "seq" in record:
+        return received(cp, record, held)
     return evolve(cp, calls=journal_of(cp.calls).plus(record), updated_at=None, **held)
+
+
+def received(cp: Checkpoint, record: Mapping[str, Any], held: dict[str, Any]) -> Checkpoint:
+    """A receive recorded (``runner.mailbox``): its message leaves the mailbox in the
+    same save that records it, so it is consumed exactly once."""
+    box = mailbox.consumed(cp.mailbox, record["name"], record["seq"])
+    return evolve(
+        cp,
+        calls=journal_of(cp.calls).plus(record),
+        mailbox=freeze(box, "", cp.run_id, 0, "mailbox message"),
+        updated_at=None,
+        **held,
+    )
 
 
 def journal_of(calls: Sequence[Mapping[str, Any]]) -> CallRecords:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..seam import mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     StepMismatchError,
@@ -73,7 +74,8 @@ def claim_for(
         return None
     started = loaded.attempt + 1
     # After a failure or a wait, a new round of retries; after a crash, the same one.
-    new_round = loaded.status in ("failed", "waiting") or loaded.waiting_for is not None
+    woken = loaded.waiting_for is not None or loaded.receiving is not None  # by a send
+    new_round = loaded.status in ("failed", "waiting") or woken
     return evolve(
         loaded,
         status="running",
@@ -81,6 +83,7 @@ def claim_for(
         attempt=started,
         first_attempt=started if new_round else loaded.first_attempt,
         waiting_for=None,
+        receiving=None,
         wake_at=None,
         updated_at=None,
         **held,
@@ -138,4 +141,6 @@ def _due(cp: Checkpoint) -> bool:
     """Whether a waiting run may resume: its signal came, or its time is up."""
     if cp.waiting_for is not None and cp.waiting_for in cp.signals:
         return True
+    if cp.receiving is not None and mailbox.pending(cp.mailbox, cp.receiving):
+        return True  # a message came (send_message wakes the run itself: a fallback)
     return cp.wake_at is not None and cp.wake_at <= now()

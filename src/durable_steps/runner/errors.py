@@ -53,7 +53,15 @@ def not_found(run_id: str, what: str) -> RunNotFoundError:
 
 
 def still_waiting(cp: Checkpoint) -> RunWaiting:
-    if cp.waiting_for is None:
+    if cp.receiving is not None:
+        what = (
+            f"is still waiting for a message on topic {cp.receiving!r}; nothing ran. Send "
+            "one with send_message() or 'durable-steps runs send', then run it again"
+        )
+        if cp.wake_at is not None:
+            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at))
+            what += f" (or after its deadline, {deadline})"
+    elif cp.waiting_for is None:
         until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.wake_at or 0))
         what = f"is asleep until {until}; nothing ran. Run it again after that"
     else:
@@ -69,6 +77,7 @@ def still_waiting(cp: Checkpoint) -> RunWaiting:
         run_id=cp.run_id,
         signal=cp.waiting_for,
         wake_at=cp.wake_at,
+        topic=cp.receiving,
     )
 
 
@@ -94,7 +103,17 @@ def deleted(run_id: str, step: int) -> LeaseLostError:
 
 
 def suspended(run_id: str, i: int, step: Step, wait: Suspend) -> RunWaiting:
-    if wait.signal is None:
+    if wait.topic is not None:
+        log.info("run %r is waiting for a message on %r in step %d", run_id, wait.topic, i)
+        what = f"is waiting for a message on topic {wait.topic!r} in step {i} {step.name!r}"
+        then = (
+            f"send one with send_message() or 'durable-steps runs send {run_id} "
+            f"{wait.topic} PAYLOAD': it wakes the run for the workers (or run it again)"
+        )
+        if wait.wake_at is not None:
+            deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
+            then += f"; its deadline is {deadline}"
+    elif wait.signal is None:
         until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.wake_at))
         log.info("run %r sleeps in step %d until %s", run_id, i, until)
         what = f"sleeps in step {i} {step.name!r} until {until}"
@@ -114,6 +133,7 @@ def suspended(run_id: str, i: int, step: Step, wait: Suspend) -> RunWaiting:
         run_id=run_id,
         signal=wait.signal,
         wake_at=wait.wake_at,
+        topic=wait.topic,
     )
 
 

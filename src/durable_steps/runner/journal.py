@@ -477,3 +477,18 @@ def _recording(request: SaveRecord) -> Iterator[None]:
             span.ended(exc)
             raise
     span.ended(None, sum(written))
+
+
+# -- the record of another durable operation (runner.mailbox's receive) ---------------
+
+
+def save_record(journal: Journal, record: Mapping[str, Any]) -> None:
+    """Save ``record`` in ``journal`` from a step run by ``run``, as a call's result is
+    saved (the same driver, keeper and store; an error ends the journal)."""
+    _recorded(SaveRecord(journal, record))
+
+
+async def save_record_async(journal: Journal, record: Mapping[str, Any]) -> None:
+    """``save_record`` from a coroutine of the step (under ``run_async``, or ``run``)."""
+    do = _do_async if journal.driven.is_async else _do_blocking
+    await do(SaveRecord(journal, record))

@@ -1,24 +1,25 @@
 """Keeping a claimed run's lease: its saves and its heartbeat, on top of the latest write.
 
 While a run holds its lease, two writers share it: the run's own saves (a step's
-result, a recorded call, a retry, a release) and its heartbeat, which renews ``lease_expires``
-every ``lease / 3`` seconds while a step runs or a retry pauses. The driver lets
-only one of them save at a time (a lock), and both save on top of ``latest`` --
-the last checkpoint this run wrote -- so each is conditional on the other's last
-write and on nobody else's. One more writer is welcome: ``send_signal`` may add
-a signal while we hold the lease. A save that meets such a delivery reloads,
-takes the signals over, and saves again. So does a save that meets this run's own
-earlier write -- one whose outcome the store could not tell (its answer lost, and
-the read-back failed too), which had landed: a stored version written under this
-run's owner id is adopted, never taken for another worker's (a failure then saved
-on top of it, a lease released after the step it saved, not a lost lease that
-leaves the run held by nobody until it expires). A run cancelled meanwhile
-(``cancel_run``) raises ``RunCancelledError``, one deleted meanwhile a
-``LeaseLostError`` that says so; any other change means someone took the lease:
-the run's own save raises ``ConflictError`` (which the runner turns into
-``LeaseLostError``). A heartbeat that meets any of these marks the run ``lost``,
-so that the step's result is not saved and no other call starts (``run_async``
-also cancels the step).
+result, a recorded call, a retry, a release) and its heartbeat, which renews
+``lease_expires`` every ``lease / 3`` seconds while a step runs or a retry pauses. The
+driver lets only one of them save at a time (a lock), and both save on top of
+``latest`` -- the last checkpoint this run wrote -- so each is conditional on the
+other's last write and on nobody else's. More writers are welcome: ``send_signal`` may
+add a signal while we hold the lease, ``send_message`` a message (``runner.mailbox``;
+one that wakes the run while it saves itself as waiting for it, too). A save that
+meets such a delivery reloads, takes the signals and messages over, and saves again.
+So does a save that meets this run's own earlier write -- one whose outcome the store
+could not tell (its answer lost, and the read-back failed too), which had landed: a
+stored version written under this run's owner id is adopted, never taken for another
+worker's (a failure then saved on top of it, a lease released after the step it saved,
+not a lost lease that leaves the run held by nobody until it expires). A run cancelled
+meanwhile (``cancel_run``) raises ``RunCancelledError``, one deleted meanwhile a
+``LeaseLostError`` that says so; any other change means someone took the lease: the
+run's own save raises ``ConflictError`` (which the runner turns into
+``LeaseLostError``). A heartbeat that meets any of these marks the run ``lost``, so
+that the step's result is not saved and no other call starts (``run_async`` also
+cancels the step).
 
 Both are programs like the runner's (they yield ``Load`` and ``Save`` and are
 resumed with the result), so ``run`` and ``run_async`` share them.
@@ -31,6 +32,7 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
+from ..seam import mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError, DurableError, LeaseLostError, RunCancelledError
 from ..seam.state import call_records, forget_base, freeze, frozen_state, mark_stored
@@ -115,6 +117,8 @@ def _on_top(cp: Checkpoint, latest: Checkpoint | None) -> Checkpoint:
     if latest.signals.keys() - cp.signals.keys():
         merged = {**latest.signals, **cp.signals}
         cp = replace(cp, signals=freeze(merged, "", cp.run_id, 0, "signal payload"))
+    if cp.mailbox is not latest.mailbox and latest.mailbox and cp.mailbox != latest.mailbox:
+        cp = evolve(cp, mailbox=_merged_mailbox(cp, latest))
     if cp.step == latest.step and latest.calls and cp.calls is not latest.calls:
         journal = checkpoints.merge_calls(latest.calls, cp.calls)
         if journal is not cp.calls:
@@ -140,14 +144,39 @@ def _absorb(latest: Checkpoint, stored: Checkpoint | None, owner: str) -> Checkp
         and (stored.step > latest.step or stored.etag != latest.etag)
     ):
         return _adopted(latest, stored)
-    same = ("owner", "lease_expires", "step", "steps", "attempt", "status")
+    same: tuple[str, ...] = ("owner", "lease_expires", "step", "steps", "attempt", "status")
+    if _woken_by_message(latest, stored):
+        same = same[:-1]
     if any(getattr(stored, f) != getattr(latest, f) for f in same):
         return None
     if latest.signals.keys() - stored.signals.keys():
         return None
     mark_stored(latest.state, stored.etag)  # send_signal does not touch the state
     signals = freeze(dict(stored.signals), "", stored.run_id, 0, "signal payload")
-    return replace(latest, etag=stored.etag, signals=signals)
+    absorbed = replace(latest, etag=stored.etag, signals=signals)
+    if stored.mailbox is not None:  # messages sent meanwhile (runner.mailbox)
+        absorbed = evolve(absorbed, mailbox=_merged_mailbox(latest, stored))
+    return absorbed
+
+
+def _woken_by_message(latest: Checkpoint, stored: Checkpoint) -> bool:
+    """Whether the one change of status since ``latest`` -- this run saved as waiting
+    for a message, its lease released -- is ``send_message`` waking it: the run is
+    taking itself back for a message that was there already (``RunProgram.suspend``)."""
+    return (
+        latest.status == "waiting"
+        and latest.receiving is not None
+        and stored.status == "running"
+        and latest.owner is None
+        and stored.owner is None
+    )
+
+
+def _merged_mailbox(ours: Checkpoint, theirs: Checkpoint) -> object:
+    """The run's mailbox as this run changed it (messages consumed) and as senders did
+    (messages added), frozen as the runner keeps it."""
+    box = mailbox.merged(ours.mailbox, theirs.mailbox)
+    return None if box is None else freeze(box, "", ours.run_id, 0, "mailbox message")
 
 
 def _adopted(latest: Checkpoint, stored: Checkpoint) -> Checkpoint:
@@ -164,9 +193,11 @@ def _adopted(latest: Checkpoint, stored: Checkpoint) -> Checkpoint:
         state: Any = latest.state
     else:
         state = frozen_state(stored.state, run_id, stored_as=stored.etag)
+    box = stored.mailbox
     return evolve(
         stored,
         state=state,
+        mailbox=None if box is None else freeze(dict(box), "", run_id, 0, "mailbox message"),
         signals=freeze(dict(stored.signals), "", run_id, 0, "signal payload"),
         calls=call_records(freeze(dict(r), "", run_id, 0, "call result") for r in stored.calls),
     )

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, NoReturn
 
+from ..seam import mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     ConflictError,
@@ -238,7 +239,10 @@ class RunProgram:
         signal came meanwhile and the run was taken back: the step runs again now."""
         self.cp = yield from self.keep(i, step, checkpoints.waiting(self.cp, wait))
         self.obs.step_ended(wait)
-        if wait.signal is None or wait.signal not in self.cp.signals:
+        came = wait.signal is not None and wait.signal in self.cp.signals
+        if wait.topic is not None:  # a message that came meanwhile (runner.mailbox)
+            came = bool(mailbox.pending(self.cp.mailbox, wait.topic))
+        if not came:
             raise run_errors.suspended(self.run_id, i, step, wait) from None
         self.cp = yield from self.keep(i, step, checkpoints.woken(self.cp, self.held()))
         return True
@@ -325,6 +329,7 @@ class RunProgram:
             calls=call_records(
                 freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls
             ),
+            mailbox=frozen_mailbox(loaded),
         )
         check_pinned(self.cp, self.workflow, self.version)
         claim = claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
@@ -372,3 +377,11 @@ class RunProgram:
         while self.cp.status != "completed" and self.cp.step + 1 < len(self.steps):
             i = self.cp.step + 1
             yield i, self.steps[i]
+
+
+def frozen_mailbox(cp: Checkpoint) -> Any:
+    """A loaded run's mailbox, frozen as the runner keeps it (a store then knows it was
+    checked); None when it has none."""
+    if cp.mailbox is None:
+        return None
+    return freeze(dict(cp.mailbox), "", cp.run_id, 0, "mailbox message")

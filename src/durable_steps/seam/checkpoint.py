@@ -77,6 +77,13 @@ class Checkpoint:
     ``{"at", "status", "step", "attempt", "error", "cancel_reason"}`` -- so an earlier
     failure stays visible after the run is running again. See ``runner.resume``."""
 
+    # -- the mailbox (seam.mailbox, runner.mailbox) --
+    mailbox: Mapping[str, Any] | None = None
+    """Messages sent to the run (``send_message``) and not yet consumed, per topic, with
+    the idempotency keys it remembers (``seam.mailbox``). None: never sent any."""
+    receiving: str | None = None
+    """The topic whose next message a ``waiting`` run's ``receive`` waits for."""
+
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
         if status not in STATUSES:

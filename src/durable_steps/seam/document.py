@@ -13,6 +13,7 @@ module reads today's schema only:
   the step would mix up, so it refuses them. Version 0.1 refuses schemas from 3 on
   ("upgrade").
 - 4, optional fields (absent meaning none): ``forked_from`` (a fork's source, issue 33).
+- 4, optional fields: ``mailbox`` and ``receiving`` (``seam.mailbox``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import time
 from typing import Any
 
-from . import formats
+from . import formats, mailbox
 from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
 from .rules import check_run_id
@@ -105,6 +106,14 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     # -- lifecycle: versions and resume (issue 33); absent in earlier documents: none
     doc["version"] = cp.version
     doc["resumed"] = [dict(r) for r in cp.resumed] or None
+    # -- the mailbox (seam.mailbox): written only when there is one, so that runs
+    # without messages are stored exactly as before it
+    if cp.mailbox is not None:
+        if not is_checked(cp.mailbox):
+            check_json(dict(cp.mailbox), cp.run_id, "mailbox message")
+        doc["mailbox"] = cp.mailbox
+    if cp.receiving is not None:
+        doc["receiving"] = cp.receiving
     return doc
 
 
@@ -250,6 +259,9 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         # -- lifecycle: versions and resume (issue 33)
         "version": _opt(doc, "version", str),
         "resumed": _resumed(doc.get("resumed")),
+        # the mailbox (seam.mailbox)
+        "mailbox": mailbox.read(doc.get("mailbox")),
+        "receiving": _opt(doc, "receiving", str),
     }
 
 

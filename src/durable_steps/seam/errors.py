@@ -9,6 +9,7 @@
     ├── RunFailedError          the awaited run failed (wait_for_result)
     ├── TooManyAttemptsError    a step was started max_attempts times, none finished
     ├── SignalTimeoutError      a signal's deadline passed before it came (in the step)
+    │   └── MessageTimeoutError a receive's deadline passed with no message (in the step)
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepNotKeptError        (also a LookupError) history keeps no such step or call
     ├── StepMismatchError       the completed part of the step list changed
@@ -72,14 +73,15 @@ class LeaseLostError(ConflictError):
 
 
 class RunWaiting(DurableError):
-    """The run is suspended until ``signal`` is delivered (``send_signal``) or, for a
-    ``sleep`` or a signal with a deadline, until ``wake_at`` (seconds since the epoch;
-    ``wake_time``: the same moment as a datetime); its lease is released and its
-    completed steps are kept."""
+    """The run is suspended until ``signal`` is delivered (``send_signal``), a message
+    on ``topic`` is sent (``send_message``) or, for a ``sleep`` or a wait with a
+    deadline, until ``wake_at`` (seconds since the epoch; ``wake_time``: the same moment
+    as a datetime); its lease is released and its completed steps are kept."""
 
     run_id: str
     signal: str | None
     wake_at: float | None
+    topic: str | None
 
     @property
     def wake_time(self) -> datetime | None:
@@ -123,6 +125,14 @@ class SignalTimeoutError(DurableError):
     run_id: str
     signal: str
     deadline: float
+
+
+class MessageTimeoutError(SignalTimeoutError):
+    """Raised in a step by ``receive(topic, timeout=...)`` when the run resumed after
+    the deadline with no message on ``topic`` (and no ``default`` was given); ``signal``
+    is the topic too, so that code catching ``SignalTimeoutError`` catches this."""
+
+    topic: str
 
 
 class RunNotFoundError(DurableError, LookupError):
@@ -266,10 +276,16 @@ class Suspend(BaseException):
     BaseException so that a step's ``except Exception`` does not swallow it."""
 
     def __init__(
-        self, signal: str | None, wake_at: float | None, record: dict[str, Any] | None = None
+        self,
+        signal: str | None,
+        wake_at: float | None,
+        record: dict[str, Any] | None = None,
+        topic: str | None = None,
     ) -> None:
-        super().__init__(signal or wake_at)
+        super().__init__(signal or topic or wake_at)
         self.signal, self.wake_at, self.record = signal, wake_at, record
+        self.topic = topic
+        """The mailbox topic a ``receive`` waits on (``runner.mailbox``), else None."""
 
 
 class StepInterrupted(BaseException):
