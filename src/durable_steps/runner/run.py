@@ -210,6 +210,10 @@ class RunProgram:
         left to a later attempt (``max_attempts`` bounds how often)."""
         error = journal.failed
         assert error is not None
+        if isinstance(error, StopRequested):  # stopped at its next call: not an attempt
+            self.cp = yield from self.save(checkpoints.stopped(self.cp))
+            self.obs.step_ended(error)
+            raise error
         if isinstance(error, INCURABLE):
             yield from self.fail(i, step, error)
         if not self.lost(error):

@@ -1,0 +1,76 @@
+"""Discovery: which runs a worker's look takes (issue 31 item 3).
+
+A look asks the store for the runs a worker could take now (``Store.takeable``):
+running runs whose lease is absent or expired, waiting runs whose timer or signal
+deadline is due -- filtered by the backend (a Cosmos DB query on status and lease
+expiry; FileStore's index of runnable runs, ``stores/file/due_index``), so its cost
+grows with the runs to take, not with the runs that live workers hold. What the
+store answers is a hint: each run's lease is checked here again (``_Picker``) and at
+its claim, by a conditional save.
+
+The worker's first look is a full one (``candidates``: every running run of its
+workflows): it also takes back, at once, runs whose lease is still running but whose
+holder is visibly gone (a process of this machine that died) or is this worker's own
+stable ``--owner`` (a restarted worker) -- which a filter on lease expiry would leave
+until the lease expires. Later looks are cheap; a lease of a worker that dies later is
+taken over when it expires (at most ``lease`` seconds, the documented bound).
+
+``take`` also returns the wake times (and signal deadlines) due within the next
+interval, so the worker wakes a timer at its time without another look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from ..runner.clock import now
+from ..runner.workflow import Workflow
+from ..seam.store import Store
+from .recovery import _Picker, candidates
+
+
+class Look:
+    """One worker's looks at its store for the runs of ``known`` workflows."""
+
+    def __init__(self, store: Store, known: Mapping[str, Workflow], owner: str | None) -> None:
+        self.store, self.known, self.owner = store, known, owner
+        self.first = True
+
+    def everything(self) -> list[tuple[str, str]]:
+        """(run id, workflow) of every run to take now: a full look (``--once``)."""
+        return list(candidates(self.store.listing, self.known, self.owner, None))
+
+    def take(
+        self, free: int, busy: Collection[str], within: float
+    ) -> tuple[list[tuple[str, str]], list[float]]:
+        """At most ``free`` runs to take now, none of ``busy`` (this worker's own runs
+        in progress), and the wake times due within ``within`` seconds."""
+        soon: list[float] = []
+        if self.first:
+            self.first = False
+            found = candidates(
+                self.store.listing,
+                self.known,
+                self.owner,
+                free,
+                busy.__contains__,
+                wakes=soon,
+                within=within,
+            )
+            return list(found), soon
+        t = now()
+        pick = _Picker(self.owner, free, busy.__contains__)
+        taken: list[tuple[str, str]] = []
+        for info in self.store.takeable(list(self.known), at=t + within):
+            name = info.workflow
+            if name is None or name not in self.known:
+                continue  # (a backend may answer more than asked: it is a hint)
+            if info.status == "waiting":
+                if info.wake_at is not None and info.wake_at > t:
+                    soon.append(info.wake_at)
+                    continue
+            elif info.status != "running" or (info.lease_expires or 0.0) > t:
+                continue  # leased a while yet: a later look
+            if not pick.full() and pick.takes(info):
+                taken.append((info.run_id, name))
+        return taken, soon
