@@ -88,7 +88,7 @@ def test_one_worker_runs_async_runs_on_its_loop_and_sync_runs_beside_them(
         return {line.split(":")[0] for line in effects(tmp_path)}
 
     wait_until(lambda: len(in_call()) == 21, "every run in its first call at once")
-    threads = {line.split(":")[3] for line in effects(tmp_path) if "-a" in line.split(":")[0]}
+    threads = {line.split(":")[3] for line in effects(tmp_path) if line.split(":")[0] in agents}
     assert len(threads) == 1  # the event loop's thread: no thread per async run
     (sync_thread,) = {
         line.split(":")[3] for line in effects(tmp_path) if line.startswith(f"{run_id}-p:")
