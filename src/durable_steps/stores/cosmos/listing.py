@@ -7,7 +7,7 @@ listed (``NOT IS_DEFINED(c.seg)``): a run's segments (``segments``) are not runs
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,30 @@ def query_for(filters: RunFilter) -> Listing:
     text = f"SELECT {top}{_PROJECTION} FROM c"  # noqa: S608
     text += " WHERE " + " AND ".join(where)
     return Listing(text, parameters, limit, len(where) > 1)
+
+
+def takeable_query(workflows: Sequence[str], at: float) -> Listing:
+    """The runs of ``workflows`` a worker may take at ``at`` (``Store.takeable``), as one
+    projected query the service filters: running heads with no lease or one expired by
+    ``at``, waiting heads due by ``at``. The range filters on ``status``, ``workflow``,
+    ``lease_expires`` and ``wake_at`` are served by the container's index (infra/
+    indexes every path but the state's), so the rows read and sent are the runs to take,
+    not the runs live workers hold (issue 31 item 3)."""
+    parameters: list[dict[str, Any]] = [{"name": "@at", "value": at}]
+    names = []
+    for i, workflow in enumerate(workflows):
+        parameters.append({"name": f"@w{i}", "value": workflow})
+        names.append(f"@w{i}")
+    if not names:
+        names, parameters = ["@none"], [*parameters, {"name": "@none", "value": None}]
+    # Built from constant fragments only; every value travels as a parameter.
+    text = (
+        f"SELECT {_PROJECTION} FROM c WHERE NOT IS_DEFINED(c.seg) "  # noqa: S608
+        f"AND c.workflow IN ({', '.join(names)}) AND ("
+        "(c.status = 'running' AND (NOT IS_NUMBER(c.lease_expires) OR c.lease_expires <= @at))"
+        " OR (c.status = 'waiting' AND IS_NUMBER(c.wake_at) AND c.wake_at <= @at))"
+    )
+    return Listing(text, parameters, None, True)
 
 
 def run_info(row: dict[str, Any]) -> RunInfo:
