@@ -42,7 +42,7 @@ from ..seam.errors import (
 from ..seam.lease import default_owner
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
-from . import checkpoints
+from . import checkpoints, deadlines
 from . import errors as run_errors
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
@@ -70,6 +70,7 @@ class RunProgram:
         input: Mapping[str, Any] | None = None,
         stop: Callable[[], bool] | None = None,
         max_attempts: int | None = MAX_ATTEMPTS,
+        timeout: float | None = None,
     ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
@@ -87,6 +88,7 @@ class RunProgram:
         self.max_attempts = check_max_attempts(max_attempts)
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
+        self.timeout = deadlines.check_timeout(timeout, "timeout")
         # signals frozen from the start: a store then knows they were checked
         no_signals = freeze({}, "", self.run_id, 0, "signal payload")
         self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input, signals=no_signals)
@@ -127,6 +129,13 @@ class RunProgram:
         while True:
             loaded = yield Load(self.run_id)
             self.obs.loaded(loaded)
+            if loaded is not None and deadlines.passed(loaded):  # cancelled, not run
+                self.adopt(loaded)
+                try:
+                    self.cp = yield Save(deadlines.expired(self.cp))
+                except ConflictError:
+                    continue  # changed meanwhile: look again
+                raise deadlines.error(self.run_id)
             claim = self.first_claim() if loaded is None else self.claim_of(loaded)
             if claim is None:
                 return False
@@ -294,6 +303,11 @@ class RunProgram:
     ) -> Generator[Request, Any, Checkpoint]:
         """Save a checkpoint of a claimed run: a conflict now means the lease was lost
         (the keeper tells a cancelled or deleted run apart)."""
+        if cp.status in ("running", "waiting") and deadlines.passed(self.cp):
+            # Past the run's deadline: saved as cancelled instead, as the run stands.
+            self.cp = yield from self.save(deadlines.expired(self.cp), guard)
+            log.warning("run %r passed its deadline: cancelled", self.run_id)
+            raise deadlines.error(self.run_id)
         try:
             saved: Checkpoint = yield Save(cp, guard)
         except LeaseLostError:
@@ -308,7 +322,7 @@ class RunProgram:
         """The claim of a run that has no checkpoint yet."""
         done = not self.steps
         return evolve(
-            self.cp,
+            deadlines.begun(self.cp, self.timeout),
             status="completed" if done else "running",
             workflow=self.workflow,
             **({} if done else self.held()),
@@ -317,6 +331,12 @@ class RunProgram:
     def claim_of(self, loaded: Checkpoint) -> Checkpoint | None:
         """Adopt the loaded checkpoint (frozen: validated once, never aliased) and claim
         it, or None when nothing is left to run (``claim.claim_for``)."""
+        self.adopt(loaded)
+        self.cp = deadlines.begun(self.cp, self.timeout) if loaded.status == "running" else self.cp
+        return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
+
+    def adopt(self, loaded: Checkpoint) -> None:
+        """The loaded checkpoint as this run's, frozen: validated once, never aliased."""
         self.cp = evolve(
             loaded,
             state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
@@ -325,7 +345,6 @@ class RunProgram:
                 freeze(dict(r), "", self.run_id, 0, "call result") for r in loaded.calls
             ),
         )
-        return claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         if updates is None:

@@ -62,6 +62,11 @@ class Checkpoint:
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
 
+    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    deadline: float | None = None
+    """When the run is cancelled if it has not finished (seconds since the epoch; None:
+    never): ``Workflow(timeout=)`` or ``start(..., timeout=)``, set when the run begins."""
+
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
         if status not in STATUSES:
@@ -140,6 +145,9 @@ class RunInfo:
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
+    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    deadline: float | None = None
+    """When the run is cancelled if it has not finished (None: never)."""
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

@@ -100,6 +100,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
     }
+    # -- run deadlines (issue 31 item 7): written when set, absent meaning none ---------
+    if cp.deadline is not None:
+        doc["deadline"] = cp.deadline
     return doc
 
 
@@ -236,6 +239,7 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        "deadline": _opt(doc, "deadline", int | float),  # run deadlines (issue 31 item 7)
     }
 
 
@@ -278,6 +282,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
         wake_at=cp.wake_at,
+        deadline=cp.deadline,
     )
 
 
@@ -316,4 +321,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         waiting_for=extra["waiting_for"],
         attempt=attempt,
         wake_at=extra["wake_at"],
+        deadline=extra["deadline"],
     )

@@ -109,7 +109,8 @@ class Store(ABC):
     def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
         """The runs of ``workflows`` a worker may take at ``at`` (epoch seconds):
         ``running`` with no lease or a lease that expires by ``at``; ``waiting`` with a
-        wake time or signal deadline (``wake_at``) by ``at``. A backend filters them
+        wake time or signal deadline (``wake_at``) by ``at``; either past its run
+        deadline (``deadline``) by ``at``. A backend filters them
         itself, so that the cost of a look grows with these runs, not with the runs
         live workers hold. A hint, not a promise: it may answer more (the caller checks
         each run's fields, and its claim is a conditional save), never fewer. This
@@ -275,12 +276,19 @@ class ThreadedStore(AsyncStore, Generic[S]):
 def _takeable_filters(workflows: Sequence[str], at: float) -> Iterator[RunFilter]:
     for workflow in workflows:
         yield RunFilter(status="running", workflow=workflow)
-        yield RunFilter(status="waiting", workflow=workflow, due_before=at)
+        # Every waiting run, not only those due by ``at``: a run past its deadline is
+        # takeable too (to be cancelled), and the listing filters on wake times only.
+        yield RunFilter(status="waiting", workflow=workflow)
 
 
 def _free_by(info: RunInfo, at: float) -> bool:
-    """Whether a listed run is one ``takeable`` answers (its status filtered already)."""
-    return info.status != "running" or info.lease_expires is None or info.lease_expires <= at
+    """Whether a listed run is one ``takeable`` answers (its status filtered already):
+    its lease free, its timer due, or its deadline passed by ``at``."""
+    if info.deadline is not None and info.deadline <= at:
+        return True
+    if info.status == "waiting":
+        return info.wake_at is not None and info.wake_at <= at
+    return info.lease_expires is None or info.lease_expires <= at
 
 
 def _takeable(

@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping
 
 from ..runner.clock import now
 from ..runner.workflow import Workflow
+from ..seam.checkpoint import RunInfo
 from ..seam.store import Store
 from .recovery import _Picker, candidates
 
@@ -37,8 +38,16 @@ class Look:
         self.first = True
 
     def everything(self) -> list[tuple[str, str]]:
-        """(run id, workflow) of every run to take now: a full look (``--once``)."""
-        return list(candidates(self.store.listing, self.known, self.owner, None))
+        """(run id, workflow) of every run to take now: a full look (``--once``), and
+        the runs past their deadline (``takeable``), to be cancelled."""
+        found = dict(candidates(self.store.listing, self.known, self.owner, None))
+        t = now()
+        pick = _Picker(self.owner, None, found.__contains__)
+        for info in self.store.takeable(list(self.known), at=t):
+            name, past = info.workflow, info.deadline is not None and info.deadline <= t
+            if past and name is not None and name in self.known and pick.takes(info):
+                found[info.run_id] = name
+        return list(found.items())
 
     def take(
         self, free: int, busy: Collection[str], within: float
@@ -65,12 +74,21 @@ class Look:
             name = info.workflow
             if name is None or name not in self.known:
                 continue  # (a backend may answer more than asked: it is a hint)
-            if info.status == "waiting":
-                if info.wake_at is not None and info.wake_at > t:
-                    soon.append(info.wake_at)
-                    continue
-            elif info.status != "running" or (info.lease_expires or 0.0) > t:
-                continue  # leased a while yet: a later look
+            if not self._now_or_soon(info, t, soon):
+                continue
             if not pick.full() and pick.takes(info):
                 taken.append((info.run_id, name))
         return taken, soon
+
+    @staticmethod
+    def _now_or_soon(info: RunInfo, t: float, soon: list[float]) -> bool:
+        """Whether a run the store answered is to be taken at ``t``: past its deadline
+        (to be cancelled), due, or running with its lease free; a wake time still to
+        come goes to ``soon``."""
+        if info.deadline is not None and info.deadline <= t:
+            return info.status in ("running", "waiting")
+        if info.status == "waiting":
+            if info.wake_at is not None and info.wake_at > t:
+                soon.append(info.wake_at)
+            return info.wake_at is not None and info.wake_at <= t
+        return info.status == "running" and (info.lease_expires or 0.0) <= t

@@ -55,7 +55,7 @@ _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
-    "c.log, c._etag, c._ts"
+    "c.log, c._etag, c._ts, c.deadline"
 )
 
 
@@ -112,7 +112,10 @@ def takeable_query(workflows: Sequence[str], at: float) -> Listing:
         f"SELECT {_PROJECTION} FROM c WHERE NOT IS_DEFINED(c.seg) "  # noqa: S608
         f"AND c.workflow IN ({', '.join(names)}) AND ("
         "(c.status = 'running' AND (NOT IS_NUMBER(c.lease_expires) OR c.lease_expires <= @at))"
-        " OR (c.status = 'waiting' AND IS_NUMBER(c.wake_at) AND c.wake_at <= @at))"
+        " OR (c.status = 'waiting' AND IS_NUMBER(c.wake_at) AND c.wake_at <= @at)"
+        # run deadlines (issue 31 item 7): a run past its deadline, to be cancelled
+        " OR ((c.status = 'running' OR c.status = 'waiting') AND IS_NUMBER(c.deadline)"
+        " AND c.deadline <= @at))"
     )
     return Listing(text, parameters, None, True)
 
@@ -171,7 +174,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
-    for key in ("updated_at", "lease_expires", "wake_at"):
+    for key in ("updated_at", "lease_expires", "wake_at", "deadline"):
         if row.get(key) is not None and not _is(row.get(key), int | float):
             raise ValueError(f"{key} is not a number")
     attempt = row.get("attempt", 1)
@@ -192,4 +195,5 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         waiting_for=row.get("waiting_for"),
         wake_at=row.get("wake_at"),
         attempt=attempt,
+        deadline=row.get("deadline"),
     )

@@ -48,14 +48,25 @@ _WIDTH = 12
 COMPLETE = ".complete"
 
 
-def due_at(status: str | None, lease_expires: float | None, wake_at: float | None) -> float | None:
-    """When a run of these fields becomes takeable by a worker; None: never by itself (a
-    finished run, or one waiting for a signal without a deadline)."""
+def due_at(
+    status: str | None,
+    lease_expires: float | None,
+    wake_at: float | None,
+    deadline: float | None = None,
+) -> float | None:
+    """When a run of these fields becomes takeable by a worker -- or is to be cancelled,
+    past its ``deadline`` (``runner.deadlines``); None: never by itself (a finished run,
+    or one waiting for a signal without a deadline)."""
+    at: float | None
     if status == "running":
-        return 0.0 if lease_expires is None else lease_expires
-    if status == "waiting":
-        return wake_at
-    return None
+        at = 0.0 if lease_expires is None else lease_expires
+    elif status == "waiting":
+        at = wake_at
+    else:
+        return None
+    if deadline is not None:
+        at = deadline if at is None else min(at, deadline)
+    return at
 
 
 def bucket_of(at: float) -> str:
@@ -117,7 +128,7 @@ class DueIndex:
         """Note every run of a full listing, then mark the index complete."""
         for info in runs:
             if info.error is None:
-                at = due_at(info.status, info.lease_expires, info.wake_at)
+                at = due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
                 if at is not None:
                     self._touch(bucket_of(at), name_of(info.run_id))
         self._mark_complete()
@@ -151,7 +162,11 @@ class DueIndex:
         for bucket, name in list(self.due(at)):
             info = read(name)
             ok = info is not None and info.error is None
-            due = due_at(info.status, info.lease_expires, info.wake_at) if ok and info else None
+            due = (
+                due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
+                if ok and info
+                else None
+            )
             if due is None or bucket_of(due) != bucket:
                 self.correct(
                     bucket, name, functools.partial(lock, name), functools.partial(read, name)
@@ -175,7 +190,11 @@ class DueIndex:
             if not held:
                 return
             info = read()
-            at = None if info is None else due_at(info.status, info.lease_expires, info.wake_at)
+            at = (
+                None
+                if info is None
+                else due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
+            )
             if info is not None and info.error is not None:
                 return  # unreadable: left for the operator (the listing shows it)
             if at is not None:

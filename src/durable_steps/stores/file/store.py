@@ -307,4 +307,4 @@ class FileStore(Store):
 
 
 def _due(cp: Checkpoint) -> float | None:
-    return due_at(cp.status, cp.lease_expires, cp.wake_at)
+    return due_at(cp.status, cp.lease_expires, cp.wake_at, cp.deadline)
