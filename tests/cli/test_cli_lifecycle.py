@@ -176,3 +176,12 @@ def test_start_refuses_a_workflow_no_worker_would_take(
     assert done.returncode == 2 and "did you mean 'refund'?" in done.stderr, done.stderr
     done = cli("runs", "start", f"{run_id}-r", "--workflow", "refund", *target)
     assert done.returncode == 0, done.stderr
+
+
+def test_start_with_a_timeout_records_the_runs_deadline(cli: Cli, run_id: str) -> None:
+    """`runs start --timeout 30` fixes the run's deadline 30 s from now."""
+    began = time.time()
+    done = cli("runs", "start", run_id, "--workflow", "fulfil", "--new-workflow", "--timeout", "30")
+    assert done.returncode == 0, done.stderr
+    deadline = ds.store_from_env(cli.env).load(run_id).deadline
+    assert began + 30 <= deadline <= time.time() + 30

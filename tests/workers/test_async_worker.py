@@ -55,6 +55,9 @@ FLOWS = textwrap.dedent(
     AGENT = ds.Workflow("agent", [ds.Step("agent", agent)])
     PLAIN = ds.Workflow("plain", [ds.Step("plain", plain)])
     WORKFLOWS = [AGENT, PLAIN]
+    ASK = ds.Workflow(
+        "ask", [ds.Step("ask", lambda s: {"ok": ds.wait_for_signal("ok")})], timeout=1.0
+    )
     """
 )
 
@@ -189,3 +192,22 @@ def test_the_loop_serves_both_kinds_and_stops_at_the_next_call_on_a_memory_store
     assert sorted(lines) == sorted(
         f"run {run_id}-{n}: released at its next call (stopping)" for n in ("agent", "plain")
     )
+
+
+def test_the_worker_cancels_a_waiting_run_at_its_deadline(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """A run of a workflow with timeout=1 s, started by name (no deadline yet): the
+    worker's claim fixes its deadline, the run waits for a signal that never comes, and
+    the worker's look finds it past its deadline and cancels it (reason deadline)."""
+    store = ds.store_from_env(env)
+    ds.Workflow("ask", []).start(run_id, store)
+    proc = worker(env, tmp_path, "flows:ASK", "--interval", "0.2")
+    wait_until(lambda: store.load(run_id).status == "cancelled", "the deadline")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr_of(tmp_path)
+    cp = store.load(run_id)
+    assert (cp.cancel_reason, cp.owner) == ("deadline", None)
+    assert out.splitlines()[0].startswith(f"run {run_id} (ask): waiting")
+    assert out.splitlines()[-1].startswith(f"run {run_id} (ask): cancelled")

@@ -32,6 +32,12 @@ from .common import json_value, say
     help="Check NAME against these workflows (the worker's target; imports that code).",
 )
 @click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    metavar="SECONDS",
+    help="Cancel the run if it has not finished this many seconds from now (reason deadline).",
+)
+@click.option(
     "--new-workflow",
     is_flag=True,
     help="Start NAME although no run of it is in the store yet (its first run).",
@@ -44,6 +50,7 @@ def runs_start(
     data: str | None,
     data_file: str | None,
     target: str | None,
+    timeout: float | None,
     new_workflow: bool,
     as_json: bool,
 ) -> None:
@@ -72,7 +79,7 @@ def runs_start(
     with store_for("env") as store:
         if not new_workflow:
             check_known(store, name, target)
-        created = execute(start_program(name, run_id, value), blocking_io(store))
+        created = execute(start_program(name, run_id, value, timeout), blocking_io(store))
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "workflow": name, "created": created}))
     elif created:
