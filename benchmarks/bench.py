@@ -8,7 +8,8 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs). This module owns the table and the command line.
+runs), 10 ``fleet`` (a worker's look with many leased runs; 200 async agents in one
+worker process). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -54,6 +55,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "fleet",
 )
 
 
@@ -85,7 +87,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, console, floors, growing, listing, runner_parts
+    from . import agent, console, fleet, floors, growing, listing, runner_parts
 
     broken: list[str] = []
 
@@ -117,6 +119,12 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
+    part("fleet", "10. the fleet: looks on FileStore", lambda: fleet.file_looks(table, base, quick))
+    part(
+        "fleet",
+        "10. the fleet: async agents on FileStore",
+        lambda: fleet.file_agents(table, base, quick),
+    )
     return broken
 
 
@@ -126,11 +134,11 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5 and 9 (Cosmos listing, the console on Cosmos) share one cosmos-local
-    server; False when it did not start."""
-    if {"cosmos", "listing", "console"} <= skip:
+    """Parts 4, 5, 9 and 10 (Cosmos listing, the console and the fleet on Cosmos) share
+    one cosmos-local server; False when it did not start."""
+    if {"cosmos", "listing", "console", "fleet"} <= skip:
         return True
-    from . import console, cosmos, listing
+    from . import console, cosmos, fleet, listing
 
     with ExitStack() as stack:
         try:
@@ -148,6 +156,16 @@ def cosmos_parts(
             "console",
             "9. the console on cosmos-local",
             lambda: console.cosmos_console(table, endpoint, quick),
+        )
+        part(
+            "fleet",
+            "10. the fleet: looks on cosmos-local",
+            lambda: fleet.cosmos_looks(table, endpoint, quick),
+        )
+        part(
+            "fleet",
+            "10. the fleet: async agents on cosmos-local",
+            lambda: fleet.cosmos_agents(table, endpoint, quick),
         )
     return True
 
