@@ -12,7 +12,8 @@ runs), 10 ``codec`` (values encrypted and compressed at rest), 11 ``history`` (t
 storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (Agent
 Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
 13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
-``mailbox`` (a send's cost after 1 and 1,000 consumed messages).
+``mailbox`` (a send's cost after 1 and 1,000 consumed messages), 15 ``fleet`` (a
+worker's look with many leased runs; 200 async agents in one worker process).
 This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
@@ -64,6 +65,7 @@ PARTS = (
     "agent-framework",
     "streams",
     "mailbox",
+    "fleet",
 )
 
 
@@ -99,6 +101,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         agent,
         codec,
         console,
+        fleet,
         floors,
         growing,
         history,
@@ -144,6 +147,12 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part(
         "mailbox", "14. the mailbox on FileStore", lambda: mailbox.file_mailbox(table, base, quick)
     )
+    part("fleet", "15. the fleet: looks on FileStore", lambda: fleet.file_looks(table, base, quick))
+    part(
+        "fleet",
+        "15. the fleet: async agents on FileStore",
+        lambda: fleet.file_agents(table, base, quick),
+    )
     return broken
 
 
@@ -153,9 +162,9 @@ def cosmos_parts(
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
 ) -> bool:
-    """Parts 4, 5, 9 and 10-14 (Cosmos listing, the console, the codec, history, Agent
-    Framework's checkpoints, streams and the mailbox on Cosmos) share one cosmos-local server; False
-    when it did not start."""
+    """Parts 4, 5, 9 and 10-15 on Cosmos (listing, the console, the codec, history, Agent
+    Framework's checkpoints, streams, the mailbox, the fleet) share one cosmos-local
+    server; False when it did not start."""
     parts = {
         "cosmos",
         "listing",
@@ -165,10 +174,11 @@ def cosmos_parts(
         "agent-framework",
         "streams",
         "mailbox",
+        "fleet",
     }
     if parts <= skip:
         return True
-    from . import af_checkpoints, codec, console, cosmos, history, listing, mailbox, streams
+    from . import af_checkpoints, codec, console, cosmos, fleet, history, listing, mailbox, streams
 
     with ExitStack() as stack:
         try:
@@ -211,6 +221,16 @@ def cosmos_parts(
             "mailbox",
             "14. the mailbox on cosmos-local",
             lambda: mailbox.cosmos_mailbox(table, endpoint, quick),
+        )
+        part(
+            "fleet",
+            "15. the fleet: looks on cosmos-local",
+            lambda: fleet.cosmos_looks(table, endpoint, quick),
+        )
+        part(
+            "fleet",
+            "15. the fleet: async agents on cosmos-local",
+            lambda: fleet.cosmos_agents(table, endpoint, quick),
         )
     return True
 

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -194,6 +194,12 @@ class SyncFacade(ds.Store):
 
     def run_info(self, run_id: str) -> ds.RunInfo | None:
         return self._wait(self.aio.run_info(run_id))
+
+    def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[ds.RunInfo]:
+        async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
+            return [i async for i in it]
+
+        return iter(self._wait(collect(self.aio.takeable(workflows, at=at))))
 
     def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         return self._wait(self.aio.prune_orphans(older_than))

@@ -21,7 +21,16 @@ def test_start_creates_the_run_once_from_json_or_a_file(
 ) -> None:
     """`runs start` creates the run for the workers with the input as its state; a second
     start starts nothing and says so; --input-file reads a file (or stdin)."""
-    done = cli("runs", "start", run_id, "--workflow", "fulfil", "--input", '{"sku": "A-7"}')
+    done = cli(
+        "runs",
+        "start",
+        run_id,
+        "--workflow",
+        "fulfil",
+        "--new-workflow",
+        "--input",
+        '{"sku": "A-7"}',
+    )
     assert done.returncode == 0, done.stderr
     assert (
         done.stdout.strip()
@@ -59,15 +68,15 @@ def test_start_creates_the_run_once_from_json_or_a_file(
 def test_start_refuses_bad_input_in_one_line(
     cli: Cli, run_id: str, args: list[str], code: int, says: str
 ) -> None:
-    workflow = [] if not args else ["--workflow", "fulfil"]
+    workflow = [] if not args else ["--workflow", "fulfil", "--new-workflow"]
     done = cli("runs", "start", run_id, *workflow, *args)
     assert (done.returncode, len(done.stderr.strip().splitlines())) == (code, 1), done.stderr
     assert says in done.stderr
 
 
 def test_start_of_another_workflows_run_is_refused(cli: Cli, run_id: str) -> None:
-    cli("runs", "start", run_id, "--workflow", "fulfil")
-    done = cli("runs", "start", run_id, "--workflow", "refund")
+    cli("runs", "start", run_id, "--workflow", "fulfil", "--new-workflow")
+    done = cli("runs", "start", run_id, "--workflow", "refund", "--new-workflow")
     assert done.returncode == 1
     assert "exists already, as workflow 'fulfil', not 'refund'" in done.stderr
 
@@ -75,7 +84,7 @@ def test_start_of_another_workflows_run_is_refused(cli: Cli, run_id: str) -> Non
 def test_cancel_then_again_then_a_completed_run(cli: Cli, run_id: str) -> None:
     """`runs cancel` cancels with a reason `runs show` and `runs list` show; a second
     cancel changes nothing; a completed run is refused in one line."""
-    cli("runs", "start", run_id, "--workflow", "fulfil")
+    cli("runs", "start", run_id, "--workflow", "fulfil", "--new-workflow")
     done = cli("runs", "cancel", run_id, "--reason", "customer withdrew")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"cancelled run {run_id}: it starts no other step or call"
@@ -144,3 +153,35 @@ def test_show_lists_recorded_calls_never_their_contents(cli: Cli, run_id: str) -
         (1, "tool", 3002),
     ]
     assert secret not in json.dumps(data)
+
+
+def test_start_refuses_a_workflow_no_worker_would_take(
+    cli: Cli, run_id: str, tmp_path: Path
+) -> None:
+    """A name no run in the store has is refused in one line naming the close match;
+    once a run of it exists (or --workflow-from names it), the same name starts."""
+    cli("runs", "start", f"{run_id}-0", "--workflow", "fulfil", "--new-workflow")
+    done = cli("runs", "start", run_id, "--workflow", "fulfill")
+    assert (done.returncode, len(done.stderr.strip().splitlines())) == (2, 1), done.stderr
+    assert "unknown workflow 'fulfill'" in done.stderr
+    assert "did you mean 'fulfil'?" in done.stderr
+    assert cli.json("runs", "list", "--workflow", "fulfill") == []
+    assert cli("runs", "start", run_id, "--workflow", "fulfil").returncode == 0
+    (tmp_path / "shop.py").write_text(
+        "import durable_steps as ds\nFLOWS = [ds.Workflow('refund', [])]\n"
+    )
+    target = ["--workflow-from", "shop:FLOWS"]
+    cli.cwd = tmp_path  # where shop.py is importable
+    done = cli("runs", "start", f"{run_id}-r", "--workflow", "refnd", *target)
+    assert done.returncode == 2 and "did you mean 'refund'?" in done.stderr, done.stderr
+    done = cli("runs", "start", f"{run_id}-r", "--workflow", "refund", *target)
+    assert done.returncode == 0, done.stderr
+
+
+def test_start_with_a_timeout_records_the_runs_deadline(cli: Cli, run_id: str) -> None:
+    """`runs start --timeout 30` fixes the run's deadline 30 s from now."""
+    began = time.time()
+    done = cli("runs", "start", run_id, "--workflow", "fulfil", "--new-workflow", "--timeout", "30")
+    assert done.returncode == 0, done.stderr
+    deadline = ds.store_from_env(cli.env).load(run_id).deadline
+    assert began + 30 <= deadline <= time.time() + 30

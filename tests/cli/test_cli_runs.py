@@ -88,7 +88,7 @@ def test_list_shows_status_workflow_wait_and_lease(cli: Cli, run_id: str) -> Non
 def test_a_run_no_attempt_has_started_shows_no_attempt(cli: Cli, run_id: str) -> None:
     """A run started for the workers and not run yet has attempt 0 stored: the table
     shows "-" there (the runner's first attempt is 1), --json the stored 0."""
-    done = cli("runs", "start", run_id, "--workflow", "refund")
+    done = cli("runs", "start", run_id, "--workflow", "refund", "--new-workflow")
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in cli("runs", "list").stdout.splitlines() if line.startswith(run_id)]
     assert re.search(r"running\s+refund\s+- \(none yet\)\s+-\s+-", line), line

@@ -4,15 +4,15 @@ on a fake clock, so the test checks the schedule and not the machine's load."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
-from concurrent import futures
 from typing import Any
 
 import pytest
 
 import durable_steps as ds
-from durable_steps.workers import loop
+from durable_steps.workers import fleet, loop
 
 from ..helpers.waiting import wait_until
 
@@ -40,7 +40,7 @@ def look_starts(
     run whose claim costs ``claim`` and whose step then blocks until the end; the fake
     times at which the first LOOKS looks after it entered its step began."""
     clock = FakeClock()
-    monkeypatch.setattr(loop, "_monotonic", lambda: clock.now)
+    monkeypatch.setattr(fleet, "_monotonic", lambda: clock.now)
     entered, release = threading.Event(), threading.Event()
 
     def block(state: Any) -> dict[str, Any]:
@@ -63,16 +63,18 @@ def look_starts(
         clock.advance(claim)  # the claim: the only save until the step returns
         return save(cp)
 
-    def fake_wait(fs: Any, timeout: float, return_when: str) -> Any:
-        entered.wait(60)  # no rest before the run is in its step: its claim is known then
-        done, pending = futures.wait(fs, timeout=0, return_when=return_when)
+    async def fake_wait(fs: Any, timeout: float) -> Any:
+        # no rest before the run is in its step: its claim is known then
+        await asyncio.to_thread(entered.wait, 60)
+        done = {f for f in fs if f.done()}
         if not done:
             clock.advance(timeout)
-        return done, pending
+            await asyncio.sleep(0)
+        return done
 
     store.listing = costly_listing  # type: ignore[method-assign]
     store.save = costly_save  # type: ignore[method-assign]
-    monkeypatch.setattr(loop, "wait", fake_wait)
+    monkeypatch.setattr(fleet, "_wait", fake_wait)
     stop = threading.Event()
     options: dict[str, Any] = {"once": False, "concurrency": 4, "interval": INTERVAL}
     options |= {"lease": 60.0, "owner": None, "echo": lambda line: None, "stop": stop}

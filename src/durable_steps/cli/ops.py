@@ -29,7 +29,7 @@ from ..seam.errors import (
     StoreError,
 )
 from ..seam.store import Store
-from ..stores.config import check_spec, describe, store_for
+from ..stores.config import async_store_for, check_spec, describe, store_for
 from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
 from .verify import Verified, print_damaged, summary, verify
@@ -307,14 +307,16 @@ def _report(result: dict[str, Any], where: str) -> None:
     type=click.IntRange(1, 1000),
     default=4,
     show_default=True,
-    help="Runs resumed at the same time (each in its own thread).",
+    help="Runs in progress at the same time: async workflows as tasks on the worker's "
+    "event loop (hundreds are fine), sync ones each in a thread.",
 )
 @click.option(
     "--interval",
     type=click.FloatRange(0.1),
-    default=5.0,
+    default=1.0,
     show_default=True,
-    help="A started run is picked up within this many seconds (the worker looks that often).",
+    help="A started run is picked up within this many seconds (the worker looks that often; "
+    "a look reads only runs it could take).",
 )
 @click.option(
     "--lease",
@@ -347,12 +349,15 @@ def worker(
     (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
     timer or signal deadline has come.
 
-    Each pass lists the running runs of those workflows whose lease is free and their
-    due waiting runs, runs them (at most --concurrency at a time) and prints a line
-    per run; passes come often enough to pick a started run up within --interval.
-    On SIGTERM or SIGINT no new run starts; running runs stop at their next step
-    boundary and release their leases; then it exits 0. Runs waiting for a signal
-    that has not come, failed and cancelled runs are left alone.
+    Serves sync and async workflows: async ones (an async def step) run as tasks on
+    the worker's event loop, sync ones each in a thread. Each look reads only the
+    runs it could take (free or expired lease, due timers, started runs), runs them
+    (at most --concurrency at a time) and prints a line per run; looks come often
+    enough to pick a started run up within --interval. On SIGTERM or SIGINT no new
+    run starts; running runs stop at their next call, sleep, wait or step boundary
+    and release their leases (what they recorded stays); then it exits 0. Runs
+    waiting for a signal that has not come, failed and cancelled runs are left
+    alone.
 
     A run is pinned to the version of its workflow's code it began on
     (Workflow(..., version=)): a worker takes only runs of the versions it serves, so
@@ -362,10 +367,14 @@ def worker(
       durable-steps worker myapp.flows:WORKFLOWS --concurrency 8
       durable-steps worker myapp.flows:WORKFLOWS --version 2026-12
     """
+    from ..workers.fleet import runs_async
     from ..workers.loop import load_workflows, on_signals, serve
     from ..workers.versions import select_versions
 
     workflows = select_versions(load_workflows(target), versions)
+    # Async workflows run on the worker's event loop, through the async store of the
+    # same configuration (opened on that loop: the Cosmos client's session lives there).
+    astore = (lambda: async_store_for("env")) if any(map(runs_async, workflows)) else None
     stop = threading.Event()
     on_signals(stop, note)
     store, created = open_or_create()  # runs may not have started yet: it waits for them
@@ -384,6 +393,7 @@ def worker(
             owner=owner,
             echo=_worker_line,
             stop=stop,
+            astore=astore,
         )
 
 

@@ -69,7 +69,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..seam import metering
 from ..seam.checkpoint import Checkpoint
-from ..seam.errors import StepInterrupted, StepMismatchError
+from ..seam.errors import StepInterrupted, StepMismatchError, StopRequested
 from ..seam.rules import check_name
 from ..seam.state import call_key, freeze, thaw
 from . import clock
@@ -105,6 +105,8 @@ class Recorder(Protocol):
     run_id: str
     cp: Checkpoint
     obs: Observer
+    stop: Callable[[], bool]
+    """Whether the worker running the run is stopping (``stopping``)."""
 
     def record(
         self, record: Mapping[str, Any], still: Callable[[], object]
@@ -177,6 +179,8 @@ class Journal:
         record = self._by_key.get((scope, i))
         if foreign:
             return ({"i": i, "task": scope} if scope else {"i": i}), record
+        if record is None:
+            self.stopping()
         if record is not None and (record.get("kind", "call"), record["name"]) != (kind, name):
             was = f"{record.get('kind', 'call')} {record['name']!r}"
             where = f"durable operation {i}" + (f" of task {scope}" if scope else "")
@@ -188,6 +192,23 @@ class Journal:
                 run_id=self.run.run_id,
             )
         return ({"i": i, "task": scope} if scope else {"i": i}), record
+
+    # -- stop at the next call (issue 31 item 2) ------------------------------------------
+
+    def stopping(self) -> None:
+        """A worker that is stopping (SIGTERM) lets no new durable operation start: the
+        step ends here as a stopped run (``StopRequested`` through ``StepInterrupted``, so
+        agent code catching ``Exception`` cannot go on), what it recorded stays recorded
+        and the runner releases the lease -- a step of many calls stops within one call's
+        time, not at its end. A recorded operation replays as usual: it starts nothing."""
+        if self.failed is None and self.run.stop():
+            self.failed = StopRequested(
+                f"{self._where()} stopped before its next durable operation: the worker is "
+                "stopping; what the step recorded stays, and the next worker replays it",
+                run_id=self.run.run_id,
+            )
+        if isinstance(self.failed, StopRequested):
+            raise StepInterrupted(self.failed)
 
     def unasked(self) -> list[str]:
         """The recorded operations this attempt never asked for (after the step returned):

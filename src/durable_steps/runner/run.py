@@ -43,7 +43,7 @@ from ..seam.errors import (
 from ..seam.lease import default_owner
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
-from . import checkpoints
+from . import checkpoints, deadlines
 from . import errors as run_errors
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
@@ -74,6 +74,7 @@ class RunProgram:
         stop: Callable[[], bool] | None = None,
         max_attempts: int | None = MAX_ATTEMPTS,
         version: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.run_id = check_run_id(run_id)
         self.steps = list(steps)
@@ -92,6 +93,7 @@ class RunProgram:
         self.max_attempts = check_max_attempts(max_attempts)
         self.input = frozen_state({} if input is None else input, self.run_id)
         self.stop = stop or (lambda: False)
+        self.timeout = deadlines.check_timeout(timeout, "timeout")
         # signals frozen from the start: a store then knows they were checked
         no_signals = freeze({}, "", self.run_id, 0, "signal payload")
         self.cp = Checkpoint(run_id=self.run_id, step=-1, state=self.input, signals=no_signals)
@@ -132,6 +134,13 @@ class RunProgram:
         while True:
             loaded = yield Load(self.run_id)
             self.obs.loaded(loaded)
+            if loaded is not None and deadlines.passed(loaded):  # cancelled, not run
+                self.adopt(loaded)
+                try:
+                    self.cp = yield Save(deadlines.expired(self.cp))
+                except ConflictError:
+                    continue  # changed meanwhile: look again
+                raise deadlines.error(self.run_id)
             claim = self.first_claim() if loaded is None else self.claim_of(loaded)
             if claim is None:
                 return False
@@ -215,6 +224,10 @@ class RunProgram:
         left to a later attempt (``max_attempts`` bounds how often)."""
         error = journal.failed
         assert error is not None
+        if isinstance(error, StopRequested):  # stopped at its next call: not an attempt
+            self.cp = yield from self.save(checkpoints.stopped(self.cp))
+            self.obs.step_ended(error)
+            raise error
         if isinstance(error, INCURABLE):
             yield from self.fail(i, step, error)
         if not self.lost(error):
@@ -298,6 +311,11 @@ class RunProgram:
     ) -> Generator[Request, Any, Checkpoint]:
         """Save a checkpoint of a claimed run: a conflict now means the lease was lost
         (the keeper tells a cancelled or deleted run apart)."""
+        if cp.status in ("running", "waiting") and deadlines.passed(self.cp):
+            # Past the run's deadline: saved as cancelled instead, as the run stands.
+            self.cp = yield from self.save(deadlines.expired(self.cp), guard)
+            log.warning("run %r passed its deadline: cancelled", self.run_id)
+            raise deadlines.error(self.run_id)
         try:
             saved: Checkpoint = yield Save(cp, guard)
         except LeaseLostError:
@@ -312,7 +330,7 @@ class RunProgram:
         """The claim of a run that has no checkpoint yet."""
         done = not self.steps
         return evolve(
-            self.cp,
+            deadlines.begun(self.cp, self.timeout),
             status="completed" if done else "running",
             workflow=self.workflow,
             version=self.version if self.workflow else None,
@@ -322,6 +340,14 @@ class RunProgram:
     def claim_of(self, loaded: Checkpoint) -> Checkpoint | None:
         """Adopt the loaded checkpoint (frozen: validated once, never aliased) and claim
         it, or None when nothing is left to run (``claim.claim_for``)."""
+        self.adopt(loaded)
+        self.cp = deadlines.begun(self.cp, self.timeout) if loaded.status == "running" else self.cp
+        check_pinned(self.cp, self.workflow, self.version)
+        claim = claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
+        return pin(claim, self.workflow, self.version)
+
+    def adopt(self, loaded: Checkpoint) -> None:
+        """The loaded checkpoint as this run's, frozen: validated once, never aliased."""
         self.cp = evolve(
             loaded,
             state=frozen_state(loaded.state, self.run_id, stored_as=loaded.etag),
@@ -331,9 +357,6 @@ class RunProgram:
             ),
             mailbox=frozen_mailbox(loaded),
         )
-        check_pinned(self.cp, self.workflow, self.version)
-        claim = claim_for(self.cp, self.steps, self.workflow, self.owner, self.held())
-        return pin(claim, self.workflow, self.version)
 
     def completed(self, i: int, step: Step, updates: object) -> Checkpoint:
         updates = updates_of(declared(step.fn, step.returns), updates, step.name, self.run_id)

@@ -27,6 +27,7 @@ from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, frozen_state
 from ..seam.store import AsyncStore, Store
 from .claim import MAX_ATTEMPTS
+from .deadlines import begun, check_timeout
 from .drivers import _async_only, _sync_only, drive, drive_async
 from .errors import cancelled
 from .requests import LoadHead, Request, Save, execute
@@ -54,9 +55,15 @@ class Workflow:
     """The version of this code (e.g. ``"2026-12"``): each run is pinned to the version
     it began on, and only code of that version runs it (``versions``)."""
 
+    # -- run deadlines (issue 31 item 7) ---------------------------------------------------
+    timeout: float | None = field(default=None, kw_only=True)
+    """Seconds from a run's beginning to its deadline: a run not finished by then is
+    cancelled (reason ``"deadline"``; ``runner.deadlines``). None: no deadline."""
+
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
         check_version(self.version)
+        object.__setattr__(self, "timeout", check_timeout(self.timeout, "Workflow(timeout=)"))
         object.__setattr__(self, "steps", tuple(self.steps))
         # bad step lists and limits fail here, not at the first run
         RunProgram("check", self.steps, max_attempts=self.max_attempts)
@@ -87,17 +94,35 @@ class Workflow:
         _async_only(store)
         return await drive_async(self._run(run_id, input, lease, owner, None), store)
 
-    def start(self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None) -> bool:
-        """Create the run for the workers (see the top); True if this call created it."""
+    def start(
+        self,
+        run_id: str,
+        store: Store,
+        *,
+        input: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> bool:
+        """Create the run for the workers (see the top); True if this call created it.
+        ``timeout``: this run's deadline, in seconds from now (default the workflow's)."""
         _sync_only(store)
-        return execute(start_program(self.name, run_id, input, self.version), blocking_io(store))
+        program = start_program(self.name, run_id, input, self.version, self._timeout(timeout))
+        return execute(program, blocking_io(store))
 
     async def start_async(
-        self, run_id: str, store: AsyncStore, *, input: Mapping[str, Any] | None = None
+        self,
+        run_id: str,
+        store: AsyncStore,
+        *,
+        input: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> bool:
         """``start`` for async stores."""
         _async_only(store)
-        return await execute_on(start_program(self.name, run_id, input, self.version), store)
+        program = start_program(self.name, run_id, input, self.version, self._timeout(timeout))
+        return await execute_on(program, store)
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return self.timeout if timeout is None else check_timeout(timeout, "start(timeout=)")
 
     def _run(
         self,
@@ -117,11 +142,16 @@ class Workflow:
             stop=stop,
             max_attempts=self.max_attempts,
             version=self.version,
+            timeout=self.timeout,
         )
 
 
 def start_program(
-    workflow: str, run_id: str, input: Mapping[str, Any] | None, version: str | None = None
+    workflow: str,
+    run_id: str,
+    input: Mapping[str, Any] | None,
+    version: str | None = None,
+    timeout: float | None = None,
 ) -> Generator[Request, Any, bool]:
     """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``);
     ``version``: the version the run is pinned to (None: its first claim pins it)."""
@@ -142,15 +172,18 @@ def start_program(
             if cp.status == "cancelled":
                 raise cancelled(run_id, cp.cancel_reason)
             return False
-        fresh = Checkpoint(
-            run_id=run_id,
-            step=-1,
-            state=state,
-            status="running",
-            workflow=workflow,
-            version=version,
-            attempt=0,  # its first step has not been started yet
-            signals=freeze({}, "", run_id, 0, "signal payload"),
+        fresh = begun(
+            Checkpoint(
+                run_id=run_id,
+                step=-1,
+                state=state,
+                status="running",
+                workflow=workflow,
+                version=version,
+                attempt=0,  # its first step has not been started yet
+                signals=freeze({}, "", run_id, 0, "signal payload"),
+            ),
+            timeout,
         )
         try:
             yield Save(fresh)

@@ -84,6 +84,11 @@ class Checkpoint:
     receiving: str | None = None
     """The topic whose next message a ``waiting`` run's ``receive`` waits for."""
 
+    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    deadline: float | None = None
+    """When the run is cancelled if it has not finished (seconds since the epoch; None:
+    never): ``Workflow(timeout=)`` or ``start(..., timeout=)``, set when the run begins."""
+
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
         if status not in STATUSES:
@@ -165,6 +170,9 @@ class RunInfo:
     # -- lifecycle: versions (issue 33 item 4)
     version: str | None = None
     """The version of the workflow's code the run is pinned to (None: not pinned)."""
+    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    deadline: float | None = None
+    """When the run is cancelled if it has not finished (None: never)."""
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

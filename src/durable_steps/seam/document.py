@@ -114,6 +114,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         doc["mailbox"] = cp.mailbox
     if cp.receiving is not None:
         doc["receiving"] = cp.receiving
+    # -- run deadlines (issue 31 item 7): written when set, absent meaning none ---------
+    if cp.deadline is not None:
+        doc["deadline"] = cp.deadline
     return doc
 
 
@@ -262,6 +265,7 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         # the mailbox (seam.mailbox)
         "mailbox": mailbox.read(doc.get("mailbox")),
         "receiving": _opt(doc, "receiving", str),
+        "deadline": _opt(doc, "deadline", int | float),  # run deadlines (issue 31 item 7)
     }
 
 
@@ -301,6 +305,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         attempt=cp.attempt,
         wake_at=cp.wake_at,
         version=cp.version,
+        deadline=cp.deadline,
     )
 
 
@@ -341,4 +346,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         attempt=attempt,
         wake_at=extra["wake_at"],
         version=extra["version"],
+        deadline=extra["deadline"],
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -121,6 +121,19 @@ class Store(ABC):
     @abstractmethod
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, or ``None``: its metadata, not its state."""
+
+    # -- discovery: the runs a worker may take (issue 31 item 3) ------------------------
+
+    def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
+        """The runs of ``workflows`` a worker may take at ``at`` (epoch seconds):
+        ``running`` with no lease or a lease that expires by ``at``; ``waiting`` with a
+        wake time or signal deadline (``wake_at``) by ``at``; either past its run
+        deadline (``deadline``) by ``at``. A backend filters them
+        itself, so that the cost of a look grows with these runs, not with the runs
+        live workers hold. A hint, not a promise: it may answer more (the caller checks
+        each run's fields, and its claim is a conditional save), never fewer. This
+        default lists every running and due waiting run of each workflow."""
+        return _takeable(self.listing, workflows, at)
 
     def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """Remove data that no run refers to and that is older than ``older_than``
@@ -232,6 +245,13 @@ class AsyncStore(ABC):
     @abstractmethod
     async def run_info(self, run_id: str) -> RunInfo | None:
         """``Store.run_info``."""
+
+    async def takeable(self, workflows: Sequence[str], *, at: float) -> AsyncIterator[RunInfo]:
+        """``Store.takeable``."""
+        for filters in _takeable_filters(workflows, at):
+            async for info in self.listing(filters):
+                if _free_by(info, at):
+                    yield info
 
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """``Store.prune_orphans``."""
@@ -364,6 +384,36 @@ class ThreadedStore(AsyncStore, Generic[S]):
     ) -> list[Item]:
         return await self._do(self.sync.read_items, run_id, kind, after=after, limit=limit)
 
+    async def takeable(self, workflows: Sequence[str], *, at: float) -> AsyncIterator[RunInfo]:
+        # The blocking store's own filter (its index), in one worker-thread call.
+        for info in await self._do(lambda: list(self.sync.takeable(workflows, at=at))):
+            yield info
+
     async def close(self) -> None:
         # In a thread too: closing may wait for a save in progress.
         await self._do(self.sync.close)
+
+
+def _takeable_filters(workflows: Sequence[str], at: float) -> Iterator[RunFilter]:
+    for workflow in workflows:
+        yield RunFilter(status="running", workflow=workflow)
+        # Every waiting run, not only those due by ``at``: a run past its deadline is
+        # takeable too (to be cancelled), and the listing filters on wake times only.
+        yield RunFilter(status="waiting", workflow=workflow)
+
+
+def _free_by(info: RunInfo, at: float) -> bool:
+    """Whether a listed run is one ``takeable`` answers (its status filtered already):
+    its lease free, its timer due, or its deadline passed by ``at``."""
+    if info.deadline is not None and info.deadline <= at:
+        return True
+    if info.status == "waiting":
+        return info.wake_at is not None and info.wake_at <= at
+    return info.lease_expires is None or info.lease_expires <= at
+
+
+def _takeable(
+    listing: Callable[[RunFilter], Iterator[RunInfo]], workflows: Sequence[str], at: float
+) -> Iterator[RunInfo]:
+    for filters in _takeable_filters(workflows, at):
+        yield from (info for info in listing(filters) if _free_by(info, at))

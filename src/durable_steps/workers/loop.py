@@ -2,10 +2,11 @@
 
 The worker imports ATTR from MODULE (a ``Workflow`` or a list of them; the current
 directory is importable, as with ``python -m``), opens the store the environment
-describes, and repeats: list the runs of those workflows to take -- running runs
-whose lease is free (orphaned, or started with ``Workflow.start``) and waiting
-runs that are due (``recover``'s candidates) -- start each in a thread of its own -- at most
-``--concurrency`` at a time -- and print one line per run when it ends; then rest
+describes, and repeats: look for the runs of those workflows to take -- running runs
+whose lease is free (orphaned, or started with ``Workflow.start``) and waiting runs
+that are due (``discovery``: the store filters them) -- start each, at most
+``--concurrency`` at a time -- async workflows as tasks on the worker's event loop,
+sync ones in threads (``fleet``) -- and print one line per run when it ends; then rest
 until the next look, timed so that a run started at any moment is picked up within
 ``--interval`` while a slot is free (``rest_after``; runs in progress do not delay
 it), or less when a sleeping run's wake time (or a signal's deadline) comes sooner:
@@ -13,8 +14,9 @@ a timer is resumed at its time. ``--once`` makes one pass (every candidate,
 ``--concurrency`` at a time) and exits.
 
 SIGTERM or SIGINT stops it gracefully: no new run starts, and each running run
-stops at its next step boundary and releases its lease (the step in progress is
-let finish: it cannot be interrupted halfway without being run again), then the
+stops at its next call, sleep or wait (or its next step boundary, whichever comes
+first) and releases its lease -- what it recorded stays recorded; a call in progress
+is let finish: it cannot be interrupted halfway without being run again --, then the
 worker exits 0. A second signal exits at once; leases then expire by themselves
 (at once for other processes on this machine, which can see this one is gone).
 """
@@ -26,19 +28,14 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from ..runner.clock import now
 from ..runner.workflow import Workflow
-from ..seam.errors import ConfigurationError, StopRequested
-from ..seam.store import Store
-from .recovery import Recovered, candidates, known_workflows, recover_one
-from .retention import Expiry
-
-_monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
+from ..seam.errors import ConfigurationError
+from ..seam.store import AsyncStore, Store
+from .fleet import serve_in_loop
+from .recovery import Recovered
 
 
 def load_workflows(spec: str) -> list[Workflow]:
@@ -91,102 +88,23 @@ def serve(
     owner: str | None,
     echo: Callable[[Recovered | str], None],
     stop: threading.Event | None = None,
+    astore: Callable[[], AsyncStore] | None = None,
 ) -> None:
-    """The worker loop (see the module docstring); returns when stopped or, with
-    ``once``, after one pass."""
-    known = known_workflows(workflows)
-    stop = stop or threading.Event()
-    running: dict[Future[Recovered], str] = {}
-
-    claims = _Claims(stop.is_set)
-    expiry = Expiry(store)  # retention (issue 33): finished_ttl on stores without item TTL
-
-    def start(pool: ThreadPoolExecutor, run_id: str, name: str) -> None:
-        job = pool.submit(
-            recover_one, store, known[name], run_id, lease=lease, owner=owner, stop=claims.timed()
-        )
-        running[job] = run_id
-
-    wakes: list[float] = []  # (monotonic) wake times of runs this worker put to sleep
-
-    def reap(timeout: float) -> None:
-        done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
-        for job in done:
-            run_id = running.pop(job)
-            try:
-                outcome = job.result()
-            except StopRequested:
-                echo(f"run {run_id}: released at a step boundary (stopping)")
-                continue
-            echo(outcome)
-            wake_at = getattr(outcome.error, "wake_at", None)
-            if outcome.outcome == "waiting" and wake_at is not None:
-                # (a hair after it: the listing asks the wall clock what is due)
-                wakes.append(_monotonic() + max(0.0, wake_at - now()) + 0.01)
-
-    with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
-        if once:
-            for run_id, name in candidates(expiry.before(store.listing), known, owner, None):
-                if stop.is_set():
-                    break
-                start(pool, run_id, name)
-                while len(running) >= concurrency:
-                    reap(0.2)
-        next_look = 0.0
-        while not once and not stop.is_set():
-            free = concurrency - len(running)
-            # Look again when the next look is due -- or when a timer comes due before
-            # then: one this worker put to sleep, or one the last look saw coming.
-            if free > 0 and _monotonic() >= min([next_look, *wakes]):
-                began = _monotonic()
-                busy = set(running.values()).__contains__
-                soon: list[float] = []
-                look = candidates(
-                    expiry.before(store.listing),
-                    known,
-                    owner,
-                    free,
-                    busy,
-                    wakes=soon,
-                    within=interval,
-                )
-                for run_id, name in look:
-                    start(pool, run_id, name)
-                ended = _monotonic()
-                timers = (ended + max(0.0, w - now()) + 0.01 for w in soon)
-                rest = rest_after(ended - began, claims.last, interval)
-                next_look = min([ended + rest, *timers])
-                wakes[:] = [w for w in wakes if w > ended]  # those looked for
-            # Wait for a run to end, but not past the next look: a run in progress must
-            # not delay the pickup of a started one. Short slices: a signal is seen promptly.
-            until = min(0.2, max(0.0, min([next_look, *wakes]) - _monotonic()))
-            if running:
-                reap(until if len(running) < concurrency else 0.2)  # full: only an end helps
-            else:
-                stop.wait(until)
-        while running:
-            reap(0.2)
-
-
-class _Claims:
-    """What the last pickup cost: from handing a run to a thread to its first step,
-    claim included. The runner asks ``stop`` before each step; the first time, the run
-    is claimed and its step about to start."""
-
-    def __init__(self, stop: Callable[[], bool]) -> None:
-        self.stop, self.last = stop, 0.0
-
-    def timed(self) -> Callable[[], bool]:
-        """The ``stop`` of one run handed over now, noting when it is first asked."""
-        handed, asked = _monotonic(), False
-
-        def stopping() -> bool:
-            nonlocal asked
-            if not asked:
-                asked, self.last = True, _monotonic() - handed
-            return self.stop()
-
-        return stopping
+    """The worker loop (see the module docstring; ``fleet`` runs it on an event loop
+    of its own); returns when stopped or, with ``once``, after one pass. ``astore``
+    opens the async store of async workflows (default: ``store`` in threads)."""
+    serve_in_loop(
+        store,
+        workflows,
+        once=once,
+        concurrency=concurrency,
+        interval=interval,
+        lease=lease,
+        owner=owner,
+        echo=echo,
+        stop=stop or threading.Event(),
+        astore=astore,
+    )
 
 
 def rest_after(look: float, claim: float, interval: float) -> float:
@@ -210,7 +128,7 @@ def on_signals(stop: threading.Event, echo: Callable[[str], None]) -> None:
         stop.set()
         echo(
             f"{signal.Signals(signum).name}: stopping; running runs stop at their next "
-            "step boundary and release their leases"
+            "call or step boundary and release their leases"
         )
 
     signal.signal(signal.SIGTERM, handler)

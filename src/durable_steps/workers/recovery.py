@@ -138,6 +138,23 @@ def recover_one(
     return Recovered(run_id, w.name, "completed")
 
 
+async def recover_one_async(
+    store: AsyncStore,
+    w: Workflow,
+    run_id: str,
+    *,
+    lease: float,
+    owner: str | None,
+    stop: Callable[[], bool] | None = None,
+) -> Recovered:
+    """``recover_one`` under ``run_async``: a task on the worker's event loop."""
+    try:
+        await drive_async(w._run(run_id, None, lease, owner, stop), store)
+    except BaseException as exc:
+        return outcome_of(run_id, w.name, exc)
+    return Recovered(run_id, w.name, "completed")
+
+
 def outcome_of(run_id: str, workflow: str, exc: BaseException) -> Recovered:
     """The ``Recovered`` of a run whose resumption raised ``exc``."""
     if not isinstance(exc, Exception) or isinstance(exc, StopRequested):

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint, RunInfo
@@ -16,7 +16,7 @@ from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
 from .history import HistoryPrograms
-from .listing import Listing, query_for
+from .listing import Listing, query_for, takeable_query
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
 from .removal import Removals
 from .run_items import ItemPrograms
@@ -183,6 +183,10 @@ class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
     def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
         """As ``CosmosStore.list_runs``: ``async for info in store.list_runs(...)``."""
         return self._list(query_for(filters))
+
+    def takeable(self, workflows: Sequence[str], *, at: float) -> AsyncIterator[RunInfo]:
+        """As ``CosmosStore.takeable``."""
+        return self._list(takeable_query(workflows, at))
 
     async def run_info(self, run_id: str) -> RunInfo | None:
         """As ``CosmosStore.run_info``."""

@@ -7,7 +7,7 @@ listed (``NOT IS_DEFINED(c.seg)``): a run's segments (``segments``) are not runs
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
-    "c.log, c._etag, c._ts, c.version"
+    "c.log, c._etag, c._ts, c.version, c.deadline"
 )
 
 
@@ -106,6 +106,33 @@ def _versions_clause(versions: tuple[str | None, ...], parameters: list[dict[str
     if None in versions:
         either.append("NOT IS_DEFINED(c.version) OR IS_NULL(c.version)")
     return "(" + (" OR ".join(either) or "false") + ")"
+
+
+def takeable_query(workflows: Sequence[str], at: float) -> Listing:
+    """The runs of ``workflows`` a worker may take at ``at`` (``Store.takeable``), as one
+    projected query the service filters: running heads with no lease or one expired by
+    ``at``, waiting heads due by ``at``. The range filters on ``status``, ``workflow``,
+    ``lease_expires`` and ``wake_at`` are served by the container's index (infra/
+    indexes every path but the state's), so the rows read and sent are the runs to take,
+    not the runs live workers hold (issue 31 item 3)."""
+    parameters: list[dict[str, Any]] = [{"name": "@at", "value": at}]
+    names = []
+    for i, workflow in enumerate(workflows):
+        parameters.append({"name": f"@w{i}", "value": workflow})
+        names.append(f"@w{i}")
+    if not names:
+        names, parameters = ["@none"], [*parameters, {"name": "@none", "value": None}]
+    # Built from constant fragments only; every value travels as a parameter.
+    text = (
+        f"SELECT {_PROJECTION} FROM c WHERE NOT IS_DEFINED(c.seg) "  # noqa: S608
+        f"AND c.workflow IN ({', '.join(names)}) AND ("
+        "(c.status = 'running' AND (NOT IS_NUMBER(c.lease_expires) OR c.lease_expires <= @at))"
+        " OR (c.status = 'waiting' AND IS_NUMBER(c.wake_at) AND c.wake_at <= @at)"
+        # run deadlines (issue 31 item 7): a run past its deadline, to be cancelled
+        " OR ((c.status = 'running' OR c.status = 'waiting') AND IS_NUMBER(c.deadline)"
+        " AND c.deadline <= @at))"
+    )
+    return Listing(text, parameters, None, True)
 
 
 def run_info(row: dict[str, Any]) -> RunInfo:
@@ -161,7 +188,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str), ("version", str)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
-    for key in ("updated_at", "lease_expires", "wake_at"):
+    for key in ("updated_at", "lease_expires", "wake_at", "deadline"):
         if row.get(key) is not None and not _is(row.get(key), int | float):
             raise ValueError(f"{key} is not a number")
     attempt = row.get("attempt", 1)
@@ -183,4 +210,5 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         wake_at=row.get("wake_at"),
         attempt=attempt,
         version=row.get("version"),
+        deadline=row.get("deadline"),
     )

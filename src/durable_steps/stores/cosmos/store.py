@@ -21,7 +21,7 @@ the SDK's client and kept nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,7 +36,7 @@ from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
 from .history import HistoryPrograms
 from .items import MAX_ITEM_BYTES
-from .listing import Listing, query_for
+from .listing import Listing, query_for, takeable_query
 from .programs import (
     LEGACY_PARTITION_KEY,
     OPEN,
@@ -209,6 +209,11 @@ class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
         """The runs matching the filters, in no particular order, streamed page by page
         from one projected query of heads (no state is read or sent)."""
         return self._list(query_for(filters))
+
+    def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
+        """The runs a worker may take (``Store.takeable``): one projected query that the
+        service filters on status and lease expiry (``listing.takeable_query``)."""
+        return self._list(takeable_query(workflows, at))
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, from its head; None when it has none."""

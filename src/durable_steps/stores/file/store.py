@@ -39,7 +39,7 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from ...seam.store import ORPHAN_AGE, Store
 from . import history as kept_logs
 from . import listing as runs_listing
 from . import platform
+from .due_index import DueIndex, due_at
 from .fileio import (
     GONE,
     INTACT,
@@ -119,8 +120,10 @@ class FileStore(Store):
         self._writer = Writer(self.path, self.max_state_bytes, self.history, codec)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
+            fresh = not self._runs.is_dir()
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
+            self._due = DueIndex(self.path / "due", empty_store=fresh)
         self._open_files = OpenFiles(self._stripes)
         self._items = ItemLogs(self.path / "items")
         weakref.finalize(self, self._open_files.close)  # a store dropped unclosed closes its files
@@ -176,7 +179,9 @@ class FileStore(Store):
         try:
             with self._open_files.hold(stripe) as held:
                 assert held is not None
+                bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
                 written = self._writer.save(held, target, checkpoint, doc, signals)
+                self._due.noted(target.name, bucket, etag)
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
@@ -200,7 +205,10 @@ class FileStore(Store):
         try:
             with self._open_files.hold(stripe) as held:
                 assert held is not None
+                bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
                 written = self._writer.save_head(held, target, checkpoint, doc)
+                if written is not None:
+                    self._due.noted(target.name, bucket, doc["etag"])
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         if written is None:
@@ -247,6 +255,7 @@ class FileStore(Store):
                     what = f"delete run {run_id!r}"
                     raise os_error(exc, what, target, self.path, GONE) from exc
         self._writer.forget(run_id)
+        self._due.forget(target.name)
         return True
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -256,6 +265,25 @@ class FileStore(Store):
         with self._io("list the runs in", None, self._runs, ""):
             entries = sorted(os.scandir(self._runs), key=lambda e: e.name)
         return runs_listing.run_infos(self._dir(), entries, filters)
+
+    # -- discovery (issue 31 item 3): the index of runs to take, ``due_index`` ----------
+
+    def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
+        """The runs a worker may take at ``at`` (``Store.takeable``): the index's due
+        entries, each checked against its run's file; entries that disagree are moved
+        (under the run's lock). An incomplete index is rebuilt first (a full listing)."""
+        names = set(workflows)
+        with self._io("look for runs to take in", None, self._due.root, ""):
+            if not self._due.complete():
+                self._due.rebuild(self.listing(RunFilter()), lambda r: self.file_for(r).name)
+            d = self._dir()
+            for info in self._due.look(
+                at,
+                lambda name: runs_listing.entry_of(d, self._runs / name),
+                lambda name: self._try_lock(self._runs / name),
+            ):
+                if info.workflow in names:
+                    yield info
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it (its last record's fields, never its state);
@@ -389,3 +417,7 @@ class FileStore(Store):
         if isinstance(exc, NotDurableError):
             outcome = WRITTEN
         return os_error(exc, what, path, self.path, outcome)
+
+
+def _due(cp: Checkpoint) -> float | None:
+    return due_at(cp.status, cp.lease_expires, cp.wake_at, cp.deadline)

@@ -1,0 +1,255 @@
+"""The worker's loop on asyncio (issue 31 item 1): async workflows run as tasks on
+the worker's event loop, sync ones in threads, in one process.
+
+A workflow with an ``async def`` step (``runs_async``) is driven by ``run_async``
+on the worker's async store -- hundreds of agent runs awaiting their model calls
+cost one event loop, not hundreds of threads. A workflow of plain steps runs as
+before, each run in a thread of a pool of ``--concurrency`` threads (made only when
+such a workflow is served). Both kinds share the slots: at most ``concurrency`` runs
+in progress, whatever their kind.
+
+Looks (which runs to take) are blocking store calls made in a thread
+(``asyncio.to_thread``), so a slow listing never stalls the runs on the loop; their
+schedule is ``loop.rest_after``'s. Leases, heartbeats and cancellation are the
+drivers' (a heartbeat task per async run, a thread per sync one), as with ``run`` and
+``run_async``; timers are resumed at their time (``wakes``).
+
+Stopping: ``stop`` (a ``threading.Event``: set by a signal handler, or by a test)
+is asked by every run before each step and each new durable operation
+(``journal.Journal.stopping``), so a run stops at its next call, sleep or wait,
+releases its lease and ends with ``StopRequested``; the loop starts nothing new and
+returns once every run has ended.
+
+The loop's structure is kept open for what comes after (queues, schedules): a look
+asks ``take`` for the runs it may start now (``Taker``), and ``slots`` is the one
+place that says how many may start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..runner.clock import now
+from ..runner.workflow import Workflow
+from ..seam.errors import StopRequested
+from ..seam.store import AsyncStore, Store, ThreadedStore
+from .discovery import Look
+from .recovery import Recovered, known_workflows, recover_one, recover_one_async
+
+_monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
+_POLL = 0.2
+"""The longest the loop waits without looking at ``stop`` (a signal is seen promptly)."""
+
+
+def runs_async(workflow: Workflow) -> bool:
+    """Whether the worker drives this workflow's runs on its event loop: one of its
+    steps is a coroutine function (or a partial of one)."""
+    return any(_coroutine(step.fn) for step in workflow.steps)
+
+
+def _coroutine(fn: object) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 # an object whose __call__ is async
+    )
+
+
+async def _wait(
+    fs: Iterable[asyncio.Future[Recovered]], timeout: float
+) -> set[asyncio.Future[Recovered]]:
+    """The runs among ``fs`` that end within ``timeout`` (tests replace it)."""
+    done, _ = await asyncio.wait(list(fs), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    return done
+
+
+class Fleet:
+    """The runs one worker process has in progress, and how it starts them."""
+
+    def __init__(
+        self,
+        store: Store,
+        astore: AsyncStore,
+        workflows: Iterable[Workflow],
+        *,
+        concurrency: int,
+        lease: float,
+        owner: str | None,
+        echo: Callable[[Recovered | str], None],
+        stop: threading.Event,
+    ) -> None:
+        self.store, self.astore = store, astore
+        self.known = known_workflows(workflows)
+        self.is_async = {name: runs_async(w) for name, w in self.known.items()}
+        self.concurrency, self.lease, self.owner = concurrency, lease, owner
+        self.echo, self.stop = echo, stop
+        self.running: dict[asyncio.Future[Recovered], str] = {}
+        self.wakes: list[float] = []
+        """(Monotonic) wake times of runs this worker put to sleep."""
+        self.claims = Claims(stop.is_set)
+        self.pool: ThreadPoolExecutor | None = None
+        if not all(self.is_async.values()):
+            self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-run")
+
+    @property
+    def slots(self) -> int:
+        """How many runs may start now."""
+        return self.concurrency - len(self.running)
+
+    def start(self, run_id: str, name: str) -> None:
+        w, stopping = self.known[name], self.claims.timed()
+        job: asyncio.Future[Recovered]
+        if self.is_async[name]:
+            job = asyncio.ensure_future(
+                recover_one_async(
+                    self.astore, w, run_id, lease=self.lease, owner=self.owner, stop=stopping
+                )
+            )
+        else:
+            one = functools.partial(recover_one, self.store, w, run_id, lease=self.lease)
+            one = functools.partial(one, owner=self.owner, stop=stopping)
+            job = asyncio.get_running_loop().run_in_executor(self.pool, one)
+        self.running[job] = run_id
+
+    async def reap(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for runs to end; a line for each that did."""
+        if not self.running:
+            await asyncio.sleep(timeout)
+            return
+        for job in await _wait(self.running, timeout):
+            run_id = self.running.pop(job)
+            try:
+                outcome = job.result()
+            except StopRequested as stopped:
+                self.echo(f"run {run_id}: released {_where(stopped)} (stopping)")
+                continue
+            self.echo(outcome)
+            wake_at = getattr(outcome.error, "wake_at", None)
+            if outcome.outcome == "waiting" and wake_at is not None:
+                # (a hair after it: the look asks the wall clock what is due)
+                self.wakes.append(_monotonic() + max(0.0, wake_at - now()) + 0.01)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+def _where(stopped: StopRequested) -> str:
+    return "at its next call" if "durable operation" in str(stopped) else "at a step boundary"
+
+
+async def serve_async(
+    store: Store,
+    workflows: Iterable[Workflow],
+    *,
+    once: bool,
+    concurrency: int,
+    interval: float,
+    lease: float,
+    owner: str | None,
+    echo: Callable[[Recovered | str], None],
+    stop: threading.Event,
+    astore: Callable[[], AsyncStore] | None = None,
+) -> None:
+    """The worker loop (see the module docstring and ``loop.serve``). ``astore`` makes
+    the async store async runs use (by default the blocking one, in threads); it is
+    closed on the way out."""
+    loop = asyncio.get_running_loop()
+    # Async stores that wrap a blocking one (AsyncFileStore) do their I/O in the default
+    # executor: give it room for the runs in progress.
+    loop.set_default_executor(
+        ThreadPoolExecutor(min(64, concurrency + 4), thread_name_prefix="durable-steps-io")
+    )
+    async_store = astore() if astore is not None else ThreadedStore(store)
+    fleet = Fleet(
+        store,
+        async_store,
+        workflows,
+        concurrency=concurrency,
+        lease=lease,
+        owner=owner,
+        echo=echo,
+        stop=stop,
+    )
+    look = Look(store, fleet.known, owner)
+    try:
+        if once:
+            await _one_pass(fleet, look)
+        else:
+            await _looks(fleet, look, interval)
+        while fleet.running:
+            await fleet.reap(_POLL)
+    finally:
+        fleet.close()
+        if astore is not None:
+            await async_store.close()
+
+
+async def _one_pass(fleet: Fleet, look: Look) -> None:
+    """``--once``: every run to take now, ``concurrency`` at a time."""
+    found = await asyncio.to_thread(look.everything)
+    for run_id, name in found:
+        if fleet.stop.is_set():
+            return
+        while fleet.slots <= 0:
+            await fleet.reap(_POLL)
+        fleet.start(run_id, name)
+
+
+async def _looks(fleet: Fleet, look: Look, interval: float) -> None:
+    """Look, start what was found, rest (``rest_after``), until stopped."""
+    from .loop import rest_after  # (loop imports this module)
+
+    next_look = 0.0
+    while not fleet.stop.is_set():
+        wakes = fleet.wakes
+        # Look again when the next look is due -- or when a timer comes due before
+        # then: one this worker put to sleep, or one the last look saw coming.
+        if fleet.slots > 0 and _monotonic() >= min([next_look, *wakes]):
+            began = _monotonic()
+            busy = set(fleet.running.values())
+            found, soon = await asyncio.to_thread(look.take, fleet.slots, busy, interval)
+            for run_id, name in found:
+                fleet.start(run_id, name)
+            ended = _monotonic()
+            timers = (ended + max(0.0, w - now()) + 0.01 for w in soon)
+            rest = rest_after(ended - began, fleet.claims.last, interval)
+            next_look = min([ended + rest, *timers])
+            wakes[:] = [w for w in wakes if w > ended]  # those looked for
+        # Wait for a run to end, but not past the next look: a run in progress must not
+        # delay the pickup of a started one. Short slices: a signal is seen promptly.
+        until = min(_POLL, max(0.0, min([next_look, *wakes]) - _monotonic()))
+        await fleet.reap(until if fleet.slots > 0 else _POLL)  # full: only an end helps
+
+
+class Claims:
+    """What the last pickup cost: from handing a run over to its first step, claim
+    included. The runner asks ``stop`` before each step; the first time, the run is
+    claimed and its step about to start."""
+
+    def __init__(self, stop: Callable[[], bool]) -> None:
+        self.stop, self.last = stop, 0.0
+
+    def timed(self) -> Callable[[], bool]:
+        """The ``stop`` of one run handed over now, noting when it is first asked."""
+        handed, asked = _monotonic(), False
+
+        def stopping() -> bool:
+            nonlocal asked
+            if not asked:
+                asked, self.last = True, _monotonic() - handed
+            return self.stop()
+
+        return stopping
+
+
+def serve_in_loop(store: Store, workflows: Iterable[Workflow], **options: Any) -> None:
+    """``serve_async`` on an event loop of its own (the worker's main thread)."""
+    asyncio.run(serve_async(store, workflows, **options))
