@@ -10,6 +10,7 @@ from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
 from .runner.journal import call, call_async
 from .runner.results import wait_for_result, wait_for_result_async
+from .runner.queues import Queue
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
@@ -73,6 +74,7 @@ __all__ = [
     "LeaseLostError",
     "MemoryStore",
     "MissingExtraError",
+    "Queue",
     "Recovered",
     "Retry",
     "RunCancelledError",

@@ -241,6 +241,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "LeaseLostError",
             "MemoryStore",
             "MissingExtraError",
+            "Queue",  # queues
             "Recovered",
             "Retry",
             "RunInfo",

@@ -29,6 +29,7 @@ from ..seam.store import AsyncStore, Store
 from .claim import MAX_ATTEMPTS
 from .drivers import _async_only, _sync_only, drive, drive_async
 from .errors import cancelled
+from .queues import Queue, check_partition, check_priority
 from .requests import LoadHead, Request, Save, execute
 from .run import RunProgram
 from .step import Step
@@ -49,8 +50,13 @@ class Workflow:
     the workers. 10 by default (``claim.MAX_ATTEMPTS`` says why); a step's ``Retry``
     with more attempts raises it for that step; None: no limit."""
 
+    queue: Queue | None = field(default=None, kw_only=True)
+    """The queue its runs are taken under (``runner.queues``, ``workers.queues``)."""
+
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
+        if self.queue is not None and not isinstance(self.queue, Queue):
+            raise TypeError(f"workflow {self.name!r}: queue= takes a Queue, not {self.queue!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
         # bad step lists and limits fail here, not at the first run
         RunProgram("check", self.steps, max_attempts=self.max_attempts)
@@ -81,17 +87,50 @@ class Workflow:
         _async_only(store)
         return await drive_async(self._run(run_id, input, lease, owner, None), store)
 
-    def start(self, run_id: str, store: Store, *, input: Mapping[str, Any] | None = None) -> bool:
-        """Create the run for the workers (see the top); True if this call created it."""
+    def start(
+        self,
+        run_id: str,
+        store: Store,
+        *,
+        input: Mapping[str, Any] | None = None,
+        queue: Queue | str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
+    ) -> bool:
+        """Create the run for the workers (see the top); True if this call created it.
+        ``queue`` (default: the workflow's), ``priority`` (default: the queue's) and
+        ``partition``: how the workers take it (``workers.queues``)."""
         _sync_only(store)
-        return execute(start_program(self.name, run_id, input), blocking_io(store))
+        placed = self._placed(queue, priority, partition)
+        return execute(start_program(self.name, run_id, input, placed), blocking_io(store))
 
     async def start_async(
-        self, run_id: str, store: AsyncStore, *, input: Mapping[str, Any] | None = None
+        self,
+        run_id: str,
+        store: AsyncStore,
+        *,
+        input: Mapping[str, Any] | None = None,
+        queue: Queue | str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> bool:
         """``start`` for async stores."""
         _async_only(store)
-        return await execute_on(start_program(self.name, run_id, input), store)
+        placed = self._placed(queue, priority, partition)
+        return await execute_on(start_program(self.name, run_id, input, placed), store)
+
+    # -- queues: where a started run is placed --
+    def _placed(
+        self, queue: Queue | str | None, priority: int | None, partition: str | None
+    ) -> Placement:
+        chosen = self.queue if queue is None else queue
+        if chosen is not None and not isinstance(chosen, Queue | str):
+            raise TypeError(f"queue= takes a Queue or a queue's name, not {chosen!r}")
+        return placement(
+            chosen.name if isinstance(chosen, Queue) else chosen,
+            priority if priority is not None or not isinstance(chosen, Queue) else chosen.priority,
+            partition,
+        )
 
     def _run(
         self,
@@ -113,8 +152,36 @@ class Workflow:
         )
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a started run waits for a worker: its queue, priority and partition."""
+
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
+
+
+def placement(queue: str | None, priority: int | None, partition: str | None) -> Placement:
+    """A checked ``Placement`` (a priority or a partition needs a queue)."""
+    if queue is None and (priority is not None or partition is not None):
+        raise ValueError(
+            "priority= and partition= order the runs of a queue: give queue= too (or "
+            "start a workflow that has one)"
+        )
+    if queue is not None:
+        check_name(queue, "queue name")
+    if priority is not None:
+        check_priority(priority, "start")
+    if partition is not None:
+        check_partition(partition)
+    return Placement(queue, priority, partition)
+
+
 def start_program(
-    workflow: str, run_id: str, input: Mapping[str, Any] | None
+    workflow: str,
+    run_id: str,
+    input: Mapping[str, Any] | None,
+    placed: Placement = Placement(),  # frozen: one shared default is safe
 ) -> Generator[Request, Any, bool]:
     """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``)."""
     check_run_id(run_id)
@@ -141,6 +208,9 @@ def start_program(
             workflow=workflow,
             attempt=0,  # its first step has not been started yet
             signals=freeze({}, "", run_id, 0, "signal payload"),
+            queue=placed.queue,
+            priority=placed.priority,
+            partition=placed.partition,
         )
         try:
             yield Save(fresh)

@@ -61,6 +61,13 @@ class Checkpoint:
     """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
+    # -- queues (workers.queues): set when the run is started, kept for its life --
+    queue: str | None = None
+    """The queue whose limits the run is taken under (None: its workflow's, if any)."""
+    priority: int | None = None
+    """Among the runs of its queue, higher is taken first (None: 0)."""
+    partition: str | None = None
+    """A queue's partition key: each partition has the queue's limits of its own."""
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
@@ -140,6 +147,10 @@ class RunInfo:
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
+    # -- queues (workers.queues) --
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

@@ -11,6 +11,8 @@ their next save:
 - 4: a journal record may name the task scope it belongs to (``"task"``, see
   ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
   a version that numbered calls across the step would mix up, so it refuses them.
+  Optional fields added within 4 (absent: none): ``queue``, ``priority``,
+  ``partition`` (``workers.queues``).
 
 A recorded error's type read as ``durable_steps._errors.X`` (the name earlier versions
 recorded) is ``durable_steps.X``, the name it is imported by.
@@ -99,6 +101,10 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "cancel_reason": cp.cancel_reason,
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
+        # queues (workers.queues): optional in schema 4, absent meaning none
+        "queue": cp.queue,
+        "priority": cp.priority,
+        "partition": cp.partition,
     }
     return doc
 
@@ -236,6 +242,10 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "wake_at": _opt(doc, "wake_at", int | float),
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
+        # queues (workers.queues)
+        "queue": _opt(doc, "queue", str),
+        "priority": _opt(doc, "priority", int),
+        "partition": _opt(doc, "partition", str),
     }
 
 
@@ -278,6 +288,9 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         waiting_for=cp.waiting_for,
         attempt=cp.attempt,
         wake_at=cp.wake_at,
+        queue=cp.queue,
+        priority=cp.priority,
+        partition=cp.partition,
     )
 
 
@@ -316,4 +329,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         waiting_for=extra["waiting_for"],
         attempt=attempt,
         wake_at=extra["wake_at"],
+        queue=extra["queue"],
+        priority=extra["priority"],
+        partition=extra["partition"],
     )

@@ -35,6 +35,7 @@ from ..runner.clock import now
 from ..runner.workflow import Workflow
 from ..seam.errors import ConfigurationError, StopRequested
 from ..seam.store import Store
+from .queues import admitter
 from .recovery import Recovered, candidates, known_workflows, recover_one
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
@@ -124,7 +125,8 @@ def serve(
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
-            for run_id, name in candidates(store.listing, known, owner, None):
+            admit = admitter(store, known, lease)  # queues: limits kept in the store
+            for run_id, name in candidates(store.listing, known, owner, None, admit=admit):
                 if stop.is_set():
                     break
                 start(pool, run_id, name)
@@ -140,7 +142,14 @@ def serve(
                 busy = set(running.values()).__contains__
                 soon: list[float] = []
                 look = candidates(
-                    store.listing, known, owner, free, busy, wakes=soon, within=interval
+                    store.listing,
+                    known,
+                    owner,
+                    free,
+                    busy,
+                    wakes=soon,
+                    within=interval,
+                    admit=admitter(store, known, lease),  # queues: a look's admissions
                 )
                 for run_id, name in look:
                     start(pool, run_id, name)

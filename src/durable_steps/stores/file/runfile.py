@@ -257,6 +257,9 @@ _OPTIONAL = (
     "trace",
     "wake_at",
     "cancel_reason",
+    "queue",  # queues (workers.queues)
+    "priority",
+    "partition",
 )
 
 
