@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.drivers import run, run_async
 from .runner.journal import call, call_async
-from .runner.results import wait_for_result, wait_for_result_async
 from .runner.queues import Queue
+from .runner.results import wait_for_result, wait_for_result_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
