@@ -11,7 +11,7 @@ import click
 from ..runner.cancel import cancel_run
 from ..runner.requests import execute
 from ..runner.store_io import blocking_io
-from ..runner.workflow import start_program
+from ..runner.workflow import placement, start_program
 from ..stores.config import store_for
 from .common import json_value, say
 
@@ -23,9 +23,25 @@ from .common import json_value, say
 @click.option(
     "--input-file", "data_file", metavar="PATH", help="Read the input from a file ('-': stdin)."
 )
+@click.option(  # queues
+    "--queue", metavar="NAME", help="The queue whose limits the workers take it under."
+)
+@click.option(
+    "--priority", type=int, metavar="P", help="Among its queue's runs, higher is taken first."
+)
+@click.option(
+    "--partition", metavar="KEY", help="The queue partition (e.g. a tenant) it counts in."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def runs_start(
-    run_id: str, name: str, data: str | None, data_file: str | None, as_json: bool
+def runs_start(  # noqa: PLR0917 # click passes one parameter per option
+    run_id: str,
+    name: str,
+    data: str | None,
+    data_file: str | None,
+    queue: str | None,
+    priority: int | None,
+    partition: str | None,
+    as_json: bool,
 ) -> None:
     """Create run RUN_ID of workflow NAME for the workers (``durable-steps worker``)
     to pick up, with the input as its initial state; nothing runs here. Starting a
@@ -35,6 +51,11 @@ def runs_start(
     \b
       durable-steps runs start order-1042 --workflow fulfil --input '{"sku": "A-7"}'
       durable-steps runs start order-1043 --workflow fulfil --input-file order.json
+      durable-steps runs start order-1044 --workflow fulfil --queue orders --priority 10
+
+    --queue names a queue that a worker's workflows declare (Workflow(queue=Queue(...)));
+    without it, a run of a workflow with a queue is taken under that queue, at the
+    queue's own priority. --partition gives the run's tenant its own limits.
     """
     value = json_value(data, data_file, "--input", "input")
     if value is not None and not isinstance(value, dict):
@@ -43,8 +64,12 @@ def runs_start(
             f"{type(value).__name__}",
             param_hint="'--input'",
         )
+    try:
+        placed = placement(queue, priority, partition)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     with store_for("env") as store:
-        created = execute(start_program(name, run_id, value), blocking_io(store))
+        created = execute(start_program(name, run_id, value, placed), blocking_io(store))
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "workflow": name, "created": created}))
     elif created:

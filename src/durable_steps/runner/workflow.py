@@ -165,8 +165,8 @@ def placement(queue: str | None, priority: int | None, partition: str | None) ->
     """A checked ``Placement`` (a priority or a partition needs a queue)."""
     if queue is None and (priority is not None or partition is not None):
         raise ValueError(
-            "priority= and partition= order the runs of a queue: give queue= too (or "
-            "start a workflow that has one)"
+            "priority= and partition= (--priority, --partition) place a run in a queue: "
+            "give queue= (--queue) too, or start a workflow that has one"
         )
     if queue is not None:
         check_name(queue, "queue name")
