@@ -6,7 +6,7 @@ the store, so the limits live there, in one small **record per queue** (and per
 partition key): a checkpoint of its own, under the reserved run id
 ``durable-queue~NAME`` (``durable-queue~NAME~PARTITION``), whose state is
 
-    {"slots": {run_id: [taken_at, etag]}, "starts": [taken_at, ...]}
+    {"slots": {run_id: [taken_at, etag, admitter]}, "starts": [taken_at, ...]}
 
 and which is only ever changed by a conditional save on the version read (the same
 compare-and-swap the stores give every run, through the typed store interface: it works
@@ -15,7 +15,8 @@ on every backend). Two workers that admit at once: one save wins, the other read
 - **A slot** is held by a run while that run is ``running`` and either holds a live
   lease (its worker is at work; heartbeats keep it live) or has not changed since it
   was admitted (its etag is the one the slot recorded) for at most ``grace`` seconds
-  (the worker that admitted it is claiming it). So a run that completes, fails, waits
+  (the worker that admitted it is claiming it; less if that worker's process is
+  visibly gone, as with leases: ``seam.lease``). So a run that completes, fails, waits
   or is cancelled frees its slot, and a dead worker's slot frees when its run's lease
   expires (at once when this machine sees the worker's process is gone) -- nothing
   has to release a slot, and nothing a crash leaves behind holds one for ever. Slots
@@ -36,6 +37,8 @@ queue's slots and rate window, which the next take rebuilds from the runs.
 
 from __future__ import annotations
 
+import functools
+import os
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -48,13 +51,21 @@ from ..runner.store_io import blocking_io
 from ..runner.workflow import Workflow
 from ..seam.checkpoint import Checkpoint, RunInfo
 from ..seam.errors import ConflictError
-from ..seam.lease import lease_holder
+from ..seam.lease import default_owner, lease_holder, owner_gone
 from ..seam.state import freeze, frozen_state
 from ..seam.store import Store
 
 RECORD_PREFIX = "durable-queue~"
 """Run ids of queue records start with it (``record_id``)."""
 _TRIES = 8
+
+
+@functools.cache
+def _admitter(pid: int) -> str:
+    """Who admits, in the slots a process records: gone with it, visibly on its machine
+    (per pid: a forked child is another admitter)."""
+    return default_owner()
+
 
 Verdict = Literal["taken", "held", "full"]
 """``taken``: the run may start, its slot is recorded; ``held``: another worker holds
@@ -68,13 +79,15 @@ def record_id(queue: str, partition: str | None) -> str:
 
 
 def holds(info: RunInfo | None, slot: list[Any], now: float, grace: float) -> bool:
-    """Whether the run of ``info`` still holds the ``slot`` ([taken_at, etag]) it took:
-    running, and leased live or untouched since it was admitted ``grace`` ago at most."""
+    """Whether the run of ``info`` still holds the ``slot`` ([taken_at, etag, admitter])
+    it took: running, and leased live, or untouched since it was admitted ``grace`` ago
+    at most by a worker not visibly gone."""
     if info is None or info.status != "running":
         return False
     if lease_holder(info, "", now) is not None:
         return True
-    return bool(info.etag == slot[1] and now - slot[0] < grace)
+    claiming = info.etag == slot[1] and now - slot[0] < grace
+    return bool(claiming and not (len(slot) > 2 and owner_gone(slot[2])))
 
 
 def admit(queue: Queue, info: RunInfo, *, grace: float) -> Generator[Request, Any, Verdict]:
@@ -103,7 +116,7 @@ def admit(queue: Queue, info: RunInfo, *, grace: float) -> Generator[Request, An
                 return "full"
             starts.append(now)
         if queue.concurrency is not None:
-            slots[run_id] = [now, info.etag]
+            slots[run_id] = [now, info.etag, _admitter(os.getpid())]
         saved = Checkpoint(
             run_id=rid,
             step=-1,
