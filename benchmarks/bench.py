@@ -8,7 +8,8 @@ Parts, one module each: 1-2 ``floors`` (the disk's floors; trivial steps), 3
 ``cosmos`` (requests and bytes on the wire), 5 ``listing``, 6-7 ``runner_parts``
 (heartbeat, tracing), 8 ``agent`` (the agent loop's durable calls; a worker's pickup
 of started runs and due timers), 9 ``console`` (the console's first page of 100,000
-runs). This module owns the table and the command line.
+runs), 10 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
+concurrency 4). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -54,6 +55,7 @@ PARTS = (
     "agent",
     "pickup",
     "console",
+    "queues",
 )
 
 
@@ -85,7 +87,7 @@ def main() -> None:
 def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Console) -> list[str]:
     """Runs the parts not in ``skip``; returns the titles of those that did not run
     (raised, or added no row)."""
-    from . import agent, console, floors, growing, listing, runner_parts
+    from . import agent, console, floors, growing, listing, queues, runner_parts
 
     broken: list[str] = []
 
@@ -117,6 +119,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("agent", "8. the agent loop (durable calls)", lambda: agent.loop(table, base, quick))
     part("pickup", "8. handing runs to a worker", lambda: agent.pickup(table, base, quick))
     part("console", "9. the console on FileStore", lambda: console.file_console(table, base, quick))
+    part("queues", "10. a queue's limit", lambda: queues.queues(table, base, quick))
     return broken
 
 
