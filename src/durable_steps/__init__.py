@@ -45,6 +45,7 @@ from .stores.file.async_store import AsyncFileStore
 from .stores.file.store import FileStore
 from .stores.memory import AsyncMemoryStore, MemoryStore
 from .workers.recovery import Recovered, recover, recover_async
+from .workers.schedules import Schedule
 
 if TYPE_CHECKING:
     from .stores.cosmos.store import AsyncCosmosStore, CosmosStore
@@ -83,6 +84,7 @@ __all__ = [
     "RunLeasedError",
     "RunNotFoundError",
     "RunWaiting",
+    "Schedule",
     "SignalTimeoutError",
     "StateTooLargeError",
     "Step",

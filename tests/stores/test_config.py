@@ -250,6 +250,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "RunLeasedError",
             "RunNotFoundError",
             "RunWaiting",
+            "Schedule",  # schedules
             "SignalTimeoutError",
             "StateTooLargeError",
             "Step",

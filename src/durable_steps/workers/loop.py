@@ -37,12 +37,13 @@ from ..seam.errors import ConfigurationError, StopRequested
 from ..seam.store import Store
 from .queues import admitter
 from .recovery import Recovered, candidates, known_workflows, recover_one
+from .schedules import Schedule, Ticker, split
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
 
 
-def load_workflows(spec: str) -> list[Workflow]:
-    """The workflows named by ``MODULE:ATTR``."""
+def load_workflows(spec: str) -> list[Workflow | Schedule]:
+    """The workflows (and schedules) named by ``MODULE:ATTR``."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(
@@ -67,10 +68,12 @@ def load_workflows(spec: str) -> list[Workflow]:
                 f"{module_name!r} has no attribute {attr!r}", variable="MODULE:ATTR"
             )
         value = getattr(value, part)
-    found = [value] if isinstance(value, Workflow) else list(value) if _many(value) else []
-    if not found or not all(isinstance(w, Workflow) for w in found):
+    served = Workflow | Schedule  # schedules: served with the workflows
+    found = [value] if isinstance(value, served) else list(value) if _many(value) else []
+    if not found or not all(isinstance(w, served) for w in found):
         raise ConfigurationError(
-            f"{spec} is {type(value).__name__}, not a Workflow or a list of Workflows",
+            f"{spec} is {type(value).__name__}, not a Workflow or a list of Workflows "
+            "(and Schedules)",
             variable="MODULE:ATTR",
         )
     return found
@@ -80,9 +83,9 @@ def _many(value: object) -> bool:
     return isinstance(value, list | tuple | set | frozenset)
 
 
-def serve(
+def serve(  # noqa: PLR0915 # the loop reads as one paragraph; the fleet's rewrite splits it
     store: Store,
-    workflows: Iterable[Workflow],
+    workflows: Iterable[Workflow | Schedule],
     *,
     once: bool,
     concurrency: int,
@@ -94,8 +97,10 @@ def serve(
 ) -> None:
     """The worker loop (see the module docstring); returns when stopped or, with
     ``once``, after one pass."""
-    known = known_workflows(workflows)
+    served, schedules = split(workflows)
+    known = known_workflows(served)
     stop = stop or threading.Event()
+    ticker = Ticker(store, schedules, min(interval, 1.0))  # schedules: their ticks
     running: dict[Future[Recovered], str] = {}
 
     claims = _Claims(stop.is_set)
@@ -125,6 +130,7 @@ def serve(
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-worker") as pool:
         if once:
+            ticker.poll()
             admit = admitter(store, known, lease)  # queues: limits kept in the store
             for run_id, name in candidates(store.listing, known, owner, None, admit=admit):
                 if stop.is_set():
@@ -134,6 +140,7 @@ def serve(
                     reap(0.2)
         next_look = 0.0
         while not once and not stop.is_set():
+            ticker.poll()  # schedules
             free = concurrency - len(running)
             # Look again when the next look is due -- or when a timer comes due before
             # then: one this worker put to sleep, or one the last look saw coming.
