@@ -11,9 +11,6 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
-from durable_steps.runner.requests import execute
-from durable_steps.runner.store_io import blocking_io, execute_on
-from durable_steps.workers.schedules import due
 
 from ..conftest import Api
 
@@ -27,9 +24,9 @@ def noop(state: Any) -> None:
 def look(api: Api, schedule: ds.Schedule, at: float) -> list[str]:
     """One worker's look at ``schedule`` at time ``at``: the runs it started."""
     if api.is_async:
-        coro = execute_on(due(schedule, at), api.store.aio)
+        coro = schedule.start_due_async(api.store.aio, now=at)
         return asyncio.run_coroutine_threadsafe(coro, api.loop).result(60)
-    return execute(due(schedule, at), blocking_io(api.store))
+    return schedule.start_due(api.store, now=at)
 
 
 def test_each_tick_starts_one_run_named_by_its_time(api: Api, run_id: str) -> None:

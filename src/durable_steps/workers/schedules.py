@@ -27,6 +27,8 @@ ticks are in UTC.
 - A run's input is the schedule's ``input`` plus ``"scheduled_at"`` (the tick, epoch
   seconds) and ``"caught_up"``; its queue is its workflow's, so a queue's limits hold
   for scheduled runs too.
+- ``schedule.start_due(store)`` (and ``start_due_async``) is one look, for code that
+  serves a schedule without the worker (a platform's timer trigger, a test).
 """
 
 from __future__ import annotations
@@ -37,14 +39,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ..runner.drivers import _async_only, _sync_only
 from ..runner.requests import Load, Request, Save, execute
-from ..runner.store_io import blocking_io
+from ..runner.store_io import blocking_io, execute_on
 from ..runner.workflow import Workflow, placement, start_program
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError, MissingExtraError, RunCancelledError
 from ..seam.rules import check_name
 from ..seam.state import freeze, frozen_state
-from ..seam.store import Store
+from ..seam.store import AsyncStore, Store
 
 RECORD_PREFIX = "durable-schedule~"
 _TRIES = 8
@@ -105,6 +108,17 @@ class Schedule:
         if not (isinstance(self.grace, int | float) and self.grace > 0):
             raise ValueError(f"schedule {self.name!r}: grace must be positive seconds")
         object.__setattr__(self, "input", dict(self.input))
+
+    def start_due(self, store: Store, *, now: float | None = None) -> list[str]:
+        """Start the ticks that have come (what each look of a worker does); the run ids
+        this call created. ``now``: the time to judge by (default: the clock's)."""
+        _sync_only(store)
+        return execute(due(self, time.time() if now is None else now), blocking_io(store))
+
+    async def start_due_async(self, store: AsyncStore, *, now: float | None = None) -> list[str]:
+        """``start_due`` for async stores."""
+        _async_only(store)
+        return await execute_on(due(self, time.time() if now is None else now), store)
 
     @property
     def record_id(self) -> str:
@@ -194,12 +208,11 @@ class Ticker:
     once per ``every`` seconds (monotonic), however often it is asked."""
 
     def __init__(self, store: Store, schedules: list[Schedule], every: float) -> None:
-        self.schedules, self.every, self.next = schedules, every, 0.0
-        self.io = blocking_io(store)
+        self.store, self.schedules, self.every, self.next = store, schedules, every, 0.0
 
     def poll(self) -> list[str]:
         """The run ids of the ticks this call started."""
         if not self.schedules or time.monotonic() < self.next:
             return []
         self.next = time.monotonic() + self.every
-        return [run_id for s in self.schedules for run_id in execute(due(s, time.time()), self.io)]
+        return [run_id for s in self.schedules for run_id in s.start_due(self.store)]
