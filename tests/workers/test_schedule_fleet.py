@@ -18,7 +18,7 @@ import durable_steps as ds
 from ..helpers.waiting import wait_until
 from ..helpers.worker_process import worker, workers_die_with_their_test  # noqa: F401
 
-GRACE = 3.0
+GRACE = 5.0  # a tick later than this came while no worker lived (a loaded machine stalls)
 FLOWS = textwrap.dedent(
     f"""
     import durable_steps as ds
