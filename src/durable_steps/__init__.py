@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .runner.cancel import cancel_run, cancel_run_async
+from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
 from .runner.journal import call, call_async
 from .runner.queues import Queue
@@ -97,6 +98,8 @@ __all__ = [
     "__version__",
     "async_store_for",
     "async_store_from_env",
+    "await_child",
+    "await_child_async",
     "call",
     "call_async",
     "cancel_run",
@@ -111,6 +114,8 @@ __all__ = [
     "send_signal_async",
     "sleep",
     "sleep_until",
+    "start_child",
+    "start_child_async",
     "store_for",
     "store_from_env",
     "track_tasks",

@@ -263,6 +263,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "__version__",
             "async_store_for",
             "async_store_from_env",
+            "await_child",  # child runs
+            "await_child_async",  # child runs
             "call",
             "call_async",
             "cancel_run",
@@ -277,6 +279,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "send_signal_async",
             "sleep",
             "sleep_until",
+            "start_child",  # child runs
+            "start_child_async",  # child runs
             "store_for",
             "store_from_env",
             "track_tasks",

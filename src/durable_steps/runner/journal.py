@@ -130,6 +130,10 @@ class StepDriver(Protocol):
     @property
     def cancelled(self) -> bool: ...
 
+    @property
+    def io(self) -> Callable[[Request], Any]:
+        """The store's own I/O (another run's loads and saves: ``children``)."""
+
 
 class Journal:
     """The durable operations of one step attempt (see the top), numbered by scope

@@ -44,6 +44,7 @@ from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
 from . import checkpoints
 from . import errors as run_errors
+from .children import notify_parent
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
@@ -119,6 +120,7 @@ class RunProgram:
                     exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
             raise
         log.info("run %r completed (%d steps)", self.run_id, len(self.steps))
+        yield from notify_parent(self.cp)  # child runs: a parent waits for this one
         return self.result()
 
     def claim(self) -> Generator[Request, Any, bool]:
@@ -274,6 +276,8 @@ class RunProgram:
             raise lost from exc
         except Exception as save_failed:
             exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
+        else:
+            yield from notify_parent(self.cp)  # child runs: a parent waits for this one
         self.obs.step_ended(exc)
         raise exc
 

@@ -68,6 +68,9 @@ class Checkpoint:
     """Among the runs of its queue, higher is taken first (None: 0)."""
     partition: str | None = None
     """A queue's partition key: each partition has the queue's limits of its own."""
+    # -- child runs (runner.children) --
+    parent: str | None = None
+    """The run that started this one with ``start_child``: told when it ends."""
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")

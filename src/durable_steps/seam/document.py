@@ -12,7 +12,7 @@ their next save:
   ``runner.tasks``): records of concurrent branches are keyed by scope and index, which
   a version that numbered calls across the step would mix up, so it refuses them.
   Optional fields added within 4 (absent: none): ``queue``, ``priority``,
-  ``partition`` (``workers.queues``).
+  ``partition`` (``workers.queues``); ``parent`` (``runner.children``).
 
 A recorded error's type read as ``durable_steps._errors.X`` (the name earlier versions
 recorded) is ``durable_steps.X``, the name it is imported by.
@@ -105,6 +105,8 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "queue": cp.queue,
         "priority": cp.priority,
         "partition": cp.partition,
+        # child runs (runner.children): optional in schema 4, absent meaning none
+        "parent": cp.parent,
     }
     return doc
 
@@ -246,6 +248,7 @@ def _fields_of_schema(schema: int, doc: dict[str, Any]) -> dict[str, Any]:
         "queue": _opt(doc, "queue", str),
         "priority": _opt(doc, "priority", int),
         "partition": _opt(doc, "partition", str),
+        "parent": _opt(doc, "parent", str),  # child runs (runner.children)
     }
 
 

@@ -260,6 +260,7 @@ _OPTIONAL = (
     "queue",  # queues (workers.queues)
     "priority",
     "partition",
+    "parent",  # child runs (runner.children)
 )
 
 
