@@ -75,11 +75,11 @@ def main() -> None:
 
         store.save = saving  # type: ignore[method-assign] # the kill points around saves
         PARENT.start(run_id, store, input={"id": run_id, "n": n})
-        while (info := store.run_info(run_id)) is not None and info.status in (
-            "running",
-            "waiting",
-        ):
-            ds.recover(store, [PARENT, CHILD])
+        while (info := store.run_info(run_id)) is not None and not info.done:
+            if info.status in ("failed", "cancelled"):
+                break
+            if not ds.recover(store, [PARENT, CHILD]):
+                time.sleep(0.05)  # a worker's rest between passes that found nothing
         print(json.dumps(dict(store.load(run_id).state)))  # type: ignore[union-attr]
 
 
