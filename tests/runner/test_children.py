@@ -105,3 +105,33 @@ def test_a_child_id_of_another_run_is_refused(api: Api, run_id: str) -> None:
     assert outcome.outcome == "failed"
     assert isinstance(outcome.error, ds.StepMismatchError)
     assert "a run of that id exists already" in str(outcome.error)
+
+
+def test_children_of_a_parent_cancelled_meanwhile_stop_before_their_next_step(
+    api: Api, run_id: str
+) -> None:
+    """Children whose parent was cancelled while it did something else (here: waited
+    for a signal) look at their parent before a step, and are cancelled instead of
+    running it."""
+    ran: list[str] = []
+    child = ds.Workflow(f"child-{run_id}", [ds.Step("s", lambda s: ran.append("s"))])
+
+    def spawn(state: Any) -> None:
+        for i in range(2):
+            ds.start_child(child, f"{run_id}.c{i}")
+        ds.wait_for_signal("go")
+
+    async def spawn_async(state: Any) -> None:
+        for i in range(2):
+            await ds.start_child_async(child, f"{run_id}.c{i}")
+        ds.wait_for_signal("go")
+
+    step = ds.Step("spawn", spawn_async if api.is_async else spawn)
+    parent = ds.Workflow(f"parent-{run_id}", [step])
+    api.create(parent, run_id)
+    assert api.recover([parent])[0].outcome == "waiting"
+    assert api.cancel(run_id)
+    outcomes = api.recover([child])
+    assert [o.outcome for o in outcomes] == ["cancelled", "cancelled"] and ran == []
+    cp = api.store.load(f"{run_id}.c1")
+    assert (cp.status, cp.cancel_reason) == ("cancelled", f"its parent {run_id!r} was cancelled")

@@ -25,9 +25,10 @@ operations of the step's journal, numbered like ``call`` (``journal.take``):
   ``poll``: its wake time comes, a worker resumes it, and it looks at the child.
 - **Cancelling the parent cancels its children**: ``cancel_run`` of a run waiting on a
   child cancels the children its running step started (their records are in its
-  journal, read then), and theirs. (A parent cancelled while it runs is stopped at
-  its next save; the children it started and did not wait on yet go on: a limit.)
-  A child cancelled alone wakes its parent, whose ``await_child`` raises.
+  journal, read then), and theirs. Any child also looks at its parent's head before
+  each of its steps (``parent_cancelled``): a parent cancelled while it ran, with
+  children it had not awaited yet, stops them at their next step boundary. A child
+  cancelled alone wakes its parent, whose ``await_child`` raises.
 
 Fan-out and fan-in: start many children, then await each; the parent wakes as
 children finish, and each ``await_child`` of a finished child returns at once.
@@ -254,6 +255,17 @@ def notify_parent(cp: Checkpoint) -> Generator[Request, Any, None]:
         )
     except Exception as exc:  # the parent's poll finds the child ended anyway
         log.warning("run %r: telling parent %r it ended failed: %s", cp.run_id, cp.parent, exc)
+
+
+def parent_cancelled(cp: Checkpoint) -> Generator[Request, Any, str | None]:
+    """Why child ``cp`` is to be cancelled before its next step: its parent was (None:
+    it has none, or the parent goes on). One read of the parent's head."""
+    if cp.parent is None:
+        return None
+    parent: Checkpoint | None = yield LoadHead(cp.parent)
+    if parent is None or parent.status != "cancelled":
+        return None
+    return f"its parent {cp.parent!r} was cancelled"
 
 
 def waits_on_child(cp: Checkpoint) -> bool:

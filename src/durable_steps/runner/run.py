@@ -44,7 +44,7 @@ from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
 from . import checkpoints
 from . import errors as run_errors
-from .children import notify_parent
+from .children import notify_parent, parent_cancelled
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
@@ -107,6 +107,10 @@ class RunProgram:
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
                     )
+                if (why := (yield from parent_cancelled(self.cp))) is not None:  # child runs
+                    cancelled = evolve(checkpoints.released(self.cp), status="cancelled")
+                    self.cp = yield from self.save(evolve(cancelled, cancel_reason=why))
+                    raise run_errors.cancelled(self.run_id, why)
                 self.cp = yield from self.attempts(i, step)
         except GeneratorExit:
             raise
