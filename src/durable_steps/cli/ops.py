@@ -327,10 +327,12 @@ def _report(result: dict[str, Any], where: str) -> None:
 def worker(
     target: str, *, once: bool, concurrency: int, interval: float, lease: float, owner: str | None
 ) -> None:
-    """Run the runs of MODULE:ATTR (a Workflow or a list of them) that are waiting for
-    a worker, in a loop, until SIGTERM or SIGINT: runs started for the workers
-    (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
-    timer or signal deadline has come.
+    """Run the runs of MODULE:ATTR (a Workflow, or a list of Workflows and Schedules)
+    that are waiting for a worker, in a loop, until SIGTERM or SIGINT: runs started
+    for the workers (Workflow.start, 'runs start'), runs whose worker died, and
+    waiting runs whose timer or signal deadline has come. The limits of the queues
+    the workflows declare hold across every worker; each Schedule's ticks are
+    started once each, by whichever worker sees them first.
 
     Each pass lists the running runs of those workflows whose lease is free and their
     due waiting runs, runs them (at most --concurrency at a time) and prints a line
