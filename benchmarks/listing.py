@@ -77,7 +77,7 @@ def full_scan_file(path: Path) -> int:
     document in a file of the old layout; each record's meta and body in a journal,
     via the store's own replay); 1 if the file held a run."""
     data = path.read_bytes()
-    if runfile.is_journal(data[:1]):
+    if runfile.is_log(data[:1]):
         try:
             return int(bool(runfile.replay(data, path.stem, str(path))[1]))
         except ds.CorruptCheckpointError:

@@ -92,7 +92,7 @@ def test_macos_and_windows_run_the_file_store_suite_and_must_pass() -> None:
         "stores/test_contract",
         "stores/test_listing",
         "stores/file/test_filestore",
-        "stores/file/test_journal",
+        "stores/file/test_runfile",
         "runner/test_calls",
         "runner/test_timers",
         "runner/test_cancel",

@@ -158,7 +158,7 @@ def test_a_run_written_by_an_earlier_version_takes_a_head_save(
     )
 
 
-def test_on_the_file_journal_a_signal_and_a_cancellation_append_a_record_of_the_head(
+def test_on_the_file_log_a_signal_and_a_cancellation_append_a_record_of_the_head(
     store: ds.FileStore, run_id: str
 ) -> None:
     """On a 1.5 MB state, send_signal and cancel_run each append one record of the

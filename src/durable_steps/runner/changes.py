@@ -10,7 +10,7 @@ raise, or return None: nothing to do.
 Such a change touches the run's metadata, never its data: it reads and writes the
 head alone (``LoadHead``, ``SaveHead``: a store's ``load_head`` and ``save_head``),
 so on Cosmos DB a signal costs one point read of the head and one write of it, and
-on the file journal a record of the head's fields, whatever the state's size. The
+on the file store's log a record of the head's fields, whatever the state's size. The
 checkpoint ``change`` is given has no state to read (``seam.store.NOT_READ``).
 """
 

@@ -1,7 +1,7 @@
 """Awaiting a run: ``wait_for_result(store, run_id, timeout=None, interval=1.0)``.
 
 Polls the run's metadata -- ``Info``, which a store answers without reading the
-state (the file journal's last record, Cosmos DB's head item) -- every
+state (the file log's last record, Cosmos DB's head item) -- every
 ``interval`` seconds until the run ends, and reads the state once, at the end:
 the final state of a completed run; ``RunFailedError`` (with the recorded error's
 type and message) for a failed one, ``RunCancelledError`` for a cancelled one,

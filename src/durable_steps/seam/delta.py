@@ -1,5 +1,5 @@
 """A checkpoint's data as a store writes it: whole, or as its change since the version
-the store holds -- the one format that the file journal's records and Cosmos DB's
+the store holds -- the one format that the file log's records and Cosmos DB's
 segments share, with the exact sizes a snapshot would have after it.
 
 A checkpoint's *data* is its state (a JSON object) and the journal of its running

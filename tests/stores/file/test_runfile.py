@@ -1,6 +1,6 @@
 """The run file's journal: what a save writes, compaction and the sizes it is measured
 by, a stale etag, a record too large for its length field. (The torn-tail rule and what
-a save reads of the file: test_journal_tails.)"""
+a save reads of the file: test_runfile_tails.)"""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ is one logical partition and every request about it is single-partition.
 - A *segment*: an immutable item, ``id`` = ``"~"`` + its nonce (16 hex digits),
   ``seg`` (that nonce), ``gen``, ``fold``, ``seq`` (0: the snapshot; 1, 2, ...: a
   save's change each), ``prev`` (the nonce of the segment before; None for the
-  snapshot) and the change as ``seam.delta`` writes it -- the file journal's
+  snapshot) and the change as ``seam.delta`` writes it -- the file log's
   format: a snapshot holds ``state`` and ``calls``, a delta ``set``/``extend`` and
   ``calls``/``calls+`` -- as a JSON object in ``change`` when it fits one item, or,
   when it does not, that object's compact JSON cut into ``text`` chunks, one item
