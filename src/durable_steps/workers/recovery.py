@@ -18,7 +18,7 @@ claim a run gets ``RunLeasedError``, reported as outcome ``"leased"``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -84,10 +84,10 @@ async def recover_async(
     t = now()
     for name in known:
         for filters in _listings(name, t):
-            listed = [i async for i in store.listing(filters)]
+            listed = store.listing(filters)
             if known[name].queue is not None and filters.due_before is None:
-                listed = by_priority(listed)  # queues: higher priority first
-            for info in listed:
+                listed = _each(by_priority([i async for i in listed]))  # queues: by priority
+            async for info in listed:
                 if pick.full():
                     return done
                 if not pick.free(info) or admission.closed_for(info, known[name]):
@@ -103,6 +103,11 @@ async def recover_async(
                 else:
                     done.append(Recovered(info.run_id, name, "completed"))
     return done
+
+
+async def _each(infos: list[RunInfo]) -> AsyncIterator[RunInfo]:
+    for info in infos:
+        yield info
 
 
 def _listings(workflow: str, due_before: float) -> tuple[RunFilter, ...]:
