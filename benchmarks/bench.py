@@ -13,8 +13,9 @@ storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (
 Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
 13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages), 15 ``fleet`` (a
-worker's look with many leased runs; 200 async agents in one worker process).
-This module owns the table and the command line.
+worker's look with many leased runs; 200 async agents in one worker process), 16
+``queues`` (a queue's limit: an admission, and 8 workers through a queue of
+concurrency 4). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -66,6 +67,7 @@ PARTS = (
     "streams",
     "mailbox",
     "fleet",
+    "queues",
 )
 
 
@@ -107,6 +109,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         history,
         listing,
         mailbox,
+        queues,
         runner_parts,
         streams,
     )
@@ -153,6 +156,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         "15. the fleet: async agents on FileStore",
         lambda: fleet.file_agents(table, base, quick),
     )
+    part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
     return broken
 
 

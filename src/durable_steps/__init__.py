@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .runner.cancel import cancel_run, cancel_run_async
+from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
 
 # -- talking to a running run: streams and events (runner.streams, runner.events) --
@@ -23,6 +24,7 @@ from .runner.history import load_at, load_at_async, run_history, run_history_asy
 from .runner.journal import call, call_async
 from .runner.mailbox import receive, receive_async, send_message, send_message_async
 from .runner.patches import patched
+from .runner.queues import Queue
 from .runner.results import wait_for_result, wait_for_result_async
 from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
@@ -73,6 +75,7 @@ from .stores.file.async_store import AsyncFileStore
 from .stores.file.store import FileStore
 from .stores.memory import AsyncMemoryStore, MemoryStore
 from .workers.recovery import Recovered, recover, recover_async
+from .workers.schedules import Schedule
 
 if TYPE_CHECKING:
     from .stores.cosmos.store import AsyncCosmosStore, CosmosStore
@@ -105,6 +108,7 @@ __all__ = [
     "MemoryStore",
     "MessageTimeoutError",
     "MissingExtraError",
+    "Queue",
     "Recovered",
     "Retry",
     "RunCancelledError",
@@ -113,6 +117,7 @@ __all__ = [
     "RunLeasedError",
     "RunNotFoundError",
     "RunWaiting",
+    "Schedule",
     "SignalTimeoutError",
     "StateTooLargeError",
     "Step",
@@ -129,6 +134,8 @@ __all__ = [
     "__version__",
     "async_store_for",
     "async_store_from_env",
+    "await_child",
+    "await_child_async",
     "call",
     "call_async",
     "cancel_run",
@@ -166,6 +173,8 @@ __all__ = [
     "set_event_async",
     "sleep",
     "sleep_until",
+    "start_child",
+    "start_child_async",
     "store_for",
     "store_from_env",
     "track_tasks",

@@ -245,6 +245,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "MemoryStore",
             "MessageTimeoutError",
             "MissingExtraError",
+            "Queue",  # queues
             "Recovered",
             "Retry",
             "RunInfo",
@@ -253,6 +254,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "RunLeasedError",
             "RunNotFoundError",
             "RunWaiting",
+            "Schedule",  # schedules
             "SignalTimeoutError",
             "StateTooLargeError",
             "Step",
@@ -267,6 +269,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "__version__",
             "async_store_for",
             "async_store_from_env",
+            "await_child",  # child runs
+            "await_child_async",  # child runs
             "call",
             "call_async",
             "cancel_run",
@@ -308,6 +312,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "send_signal_async",
             "sleep",
             "sleep_until",
+            "start_child",  # child runs
+            "start_child_async",  # child runs
             "store_for",
             "store_from_env",
             "track_tasks",

@@ -12,7 +12,7 @@ import click
 from ..runner.cancel import cancel_run
 from ..runner.requests import execute
 from ..runner.store_io import blocking_io
-from ..runner.workflow import start_program
+from ..runner.workflow import placement, start_program
 from ..seam.store import Store
 from ..stores.config import store_for
 from .common import json_value, say
@@ -47,6 +47,15 @@ from .common import json_value, say
     is_flag=True,
     help="Start NAME although no run of it is in the store yet (its first run).",
 )
+@click.option(  # queues
+    "--queue", metavar="NAME", help="The queue whose limits the workers take it under."
+)
+@click.option(
+    "--priority", type=int, metavar="P", help="Among its queue's runs, higher is taken first."
+)
+@click.option(
+    "--partition", metavar="KEY", help="The queue partition (e.g. a tenant) it counts in."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def runs_start(
     run_id: str,
@@ -58,6 +67,9 @@ def runs_start(
     timeout: float | None,
     new_workflow: bool,
     version: str | None,
+    queue: str | None,
+    priority: int | None,
+    partition: str | None,
     as_json: bool,
 ) -> None:
     """Create run RUN_ID of workflow NAME for the workers (``durable-steps worker``)
@@ -74,6 +86,11 @@ def runs_start(
       durable-steps runs start order-1043 --workflow fulfil --input-file order.json
       durable-steps runs start order-1 --workflow fulfil --workflow-from shop.flows:WORKFLOWS
       durable-steps runs start order-1 --workflow fulfil --new-workflow
+      durable-steps runs start order-1044 --workflow fulfil --queue orders --priority 10
+
+    --queue names a queue that a worker's workflows declare (Workflow(queue=Queue(...)));
+    without it, a run of a workflow with a queue is taken under that queue, at the
+    queue's own priority. --partition gives the run's tenant its own limits.
     """
     value = json_value(data, data_file, "--input", "input")
     if value is not None and not isinstance(value, dict):
@@ -82,10 +99,16 @@ def runs_start(
             f"{type(value).__name__}",
             param_hint="'--input'",
         )
+    try:
+        placed = placement(queue, priority, partition)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     with store_for("env") as store:
         if not new_workflow:
             check_known(store, name, target)
-        program = start_program(name, run_id, value, version, timeout)
+        program = start_program(
+            name, run_id, value, version=version, timeout=timeout, placed=placed
+        )
         created = execute(program, blocking_io(store))
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "workflow": name, "created": created}))

@@ -344,10 +344,12 @@ def worker(
     owner: str | None,
     versions: tuple[str, ...],
 ) -> None:
-    """Run the runs of MODULE:ATTR (a Workflow or a list of them) that are waiting for
-    a worker, in a loop, until SIGTERM or SIGINT: runs started for the workers
-    (Workflow.start, 'runs start'), runs whose worker died, and waiting runs whose
-    timer or signal deadline has come.
+    """Run the runs of MODULE:ATTR (a Workflow, or a list of Workflows and Schedules)
+    that are waiting for a worker, in a loop, until SIGTERM or SIGINT: runs started
+    for the workers (Workflow.start, 'runs start'), runs whose worker died, and
+    waiting runs whose timer or signal deadline has come. The limits of the queues
+    the workflows declare hold across every worker; each Schedule's ticks are
+    started once each, by whichever worker sees them first.
 
     Serves sync and async workflows: async ones (an async def step) run as tasks on
     the worker's event loop, sync ones each in a thread. Each look reads only the
@@ -369,9 +371,11 @@ def worker(
     """
     from ..workers.fleet import runs_async
     from ..workers.loop import load_workflows, on_signals, serve
+    from ..workers.schedules import split
     from ..workers.versions import select_versions
 
-    workflows = select_versions(load_workflows(target), versions)
+    served, schedules = split(load_workflows(target))
+    workflows = select_versions(served, versions)
     # Async workflows run on the worker's event loop, through the async store of the
     # same configuration (opened on that loop: the Cosmos client's session lives there).
     astore = (lambda: async_store_for("env")) if any(map(runs_async, workflows)) else None
@@ -385,7 +389,7 @@ def worker(
         note(f"worker: recovering runs of {names} in {store!r}" + (" (once)" if once else ""))
         serve(
             store,
-            workflows,
+            [*workflows, *schedules],
             once=once,
             concurrency=concurrency,
             interval=interval,

@@ -23,6 +23,7 @@ from ..seam.errors import ConfigurationError, RunWaiting
 from ..seam.rules import check_run_id
 from ..stores.config import store_for
 from ..workers.loop import load_workflows
+from ..workers.schedules import split
 from .common import first_line, say, when
 
 
@@ -61,7 +62,7 @@ def runs_resume(run_id: str, here: bool, target: str | None, as_json: bool) -> N
             head = store.load_head(check_run_id(run_id))  # what it runs on, not its state
             if head is None:
                 raise not_found(run_id, "it was not resumed")
-            code = code_of(head, load_workflows(target), target)
+            code = code_of(head, split(load_workflows(target))[0], target)
         cp = resume_run(store, run_id)
         if code is None:
             if as_json:

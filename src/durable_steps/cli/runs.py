@@ -57,7 +57,9 @@ COLUMNS = (  # header, widest a column gets from the first page (a longer value 
     ("size", 10),
     ("updated", 20),
 )
-RIGHT = {"attempt", "size"}
+RIGHT = {"attempt", "size", "priority"}
+QUEUED = (("queue", 24), ("priority", 8))
+"""Columns shown after ``workflow`` when a run of the first page has a queue."""
 
 
 @click.group()
@@ -87,13 +89,14 @@ def _holding(i: RunInfo, status: str, now: float) -> str:
     return f"leased by {owner(holder)} until {when(expires)[11:]}"
 
 
-def _cells(i: RunInfo, now: float) -> list[Text]:
+def _cells(i: RunInfo, now: float, queued: bool) -> list[Text]:
     status = status_of(i)
     if i.error is not None:
-        cells = ["-"] * 4
+        cells = ["-"] * (6 if queued else 4)
     else:
         cells = [
             (i.workflow or "-") + (f"@{i.version}" if i.version else ""),  # (version: lifecycle)
+            *(_queue_cells(i) if queued else ()),
             f"{i.step} {i.step_name}" if i.step_name else "- (none yet)",
             str(i.attempt) if i.attempt > 0 else "-",  # (0: started for the workers, not run)
             _holding(i, status, now),
@@ -107,22 +110,33 @@ def _cells(i: RunInfo, now: float) -> list[Text]:
     ]
 
 
+def _queue_cells(i: RunInfo) -> list[str]:
+    """A queued run's queue (``name~partition``) and priority; ``-`` where unset."""
+    if i.queue is None:
+        return ["-", "-"]
+    partition = f"~{i.partition}" if i.partition is not None else ""
+    return [i.queue + partition, str(i.priority) if i.priority is not None else "-"]
+
+
 def _table(infos: Iterator[RunInfo], heading: str) -> tuple[int, list[RunInfo], int]:
     """Print the runs a page at a time; returns how many, and the unreadable ones."""
     now, shown, bad = time.time(), 0, 0
     unreadable: list[RunInfo] = []
     widths: list[int] = []
+    columns: tuple[tuple[str, int], ...] = COLUMNS
     while page := list(islice(infos, PAGE)):
-        rows = [_cells(i, now) for i in page]
+        if not widths and any(i.queue is not None for i in page):
+            columns = (*COLUMNS[:3], *QUEUED, *COLUMNS[3:])  # queues: where set
+        rows = [_cells(i, now, len(columns) > len(COLUMNS)) for i in page]
         if not widths:
             say(heading)
             widths = [
                 min(cap, max(len(name), *(row[c].cell_len for row in rows)))
-                for c, (name, cap) in enumerate(COLUMNS)
+                for c, (name, cap) in enumerate(columns)
             ]
-            _row([Text(name, "bold") for name, _ in COLUMNS], widths)
+            _row([Text(name, "bold") for name, _ in columns], widths, columns)
         for row in rows:
-            _row(row, widths)
+            _row(row, widths, columns)
         shown += len(page)
         for i in page:
             if i.error is not None:
@@ -132,11 +146,11 @@ def _table(infos: Iterator[RunInfo], heading: str) -> tuple[int, list[RunInfo], 
     return shown, unreadable, bad
 
 
-def _row(cells: list[Text], widths: list[int]) -> None:
+def _row(cells: list[Text], widths: list[int], columns: tuple[tuple[str, int], ...]) -> None:
     """One line of the table: cells padded to the column widths, two spaces apart. (Not
     a rich Table: a line costs a tenth as much, and pages line up with each other.)"""
     line = Text()
-    for (name, _), cell, width in zip(COLUMNS, cells, widths, strict=True):
+    for (name, _), cell, width in zip(columns, cells, widths, strict=True):
         pad = " " * max(0, width - cell.cell_len)
         line.append("  " if line else "")
         line.append_text(Text(pad) + cell if name in RIGHT else cell + pad)
@@ -178,7 +192,8 @@ def runs_list(
 ) -> None:
     """List runs: status, workflow (@ the version its run is pinned to), the signal a
     waiting run waits for, the worker that leases a running one, attempt, last
-    completed step, size and last update.
+    completed step, size and last update; a queued run's queue (~partition) and
+    priority, when the first page has one.
 
     The store applies the filters and reads no run's state. Rows print as the store
     yields them, a page of 100 at a time, so a store of any size lists in bounded

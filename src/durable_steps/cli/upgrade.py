@@ -19,6 +19,7 @@ from ..seam.errors import ConfigurationError
 from ..seam.rules import check_run_id
 from ..stores.config import store_for
 from ..workers.loop import load_workflows
+from ..workers.schedules import split
 from .common import say
 
 
@@ -43,7 +44,7 @@ def runs_upgrade(run_id: str, version: str, target: str, as_json: bool) -> None:
     \b
       durable-steps runs upgrade refund-A-7 --to 2026-12 --workflow myapp.flows:WORKFLOWS
     """
-    workflows = load_workflows(target)
+    workflows, _ = split(load_workflows(target))  # (schedules need no upgrade)
     with store_for("env", create=False) as store:
         head = store.load_head(check_run_id(run_id))  # its workflow's name, not its state
         if head is None:

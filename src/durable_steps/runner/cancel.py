@@ -17,15 +17,17 @@ the worker leave it alone; ``runs prune`` deletes it like a completed run.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any
 
 from ..seam.checkpoint import Checkpoint, evolve
-from ..seam.errors import ConflictError
+from ..seam.errors import ConflictError, RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
 from .changes import update_run
-from .requests import Request, execute
+from .children import children_of, notify_parent, waits_on_child
+from .requests import Load, Request, execute
 from .store_io import blocking_io, execute_on
 from .telemetry import log
 
@@ -67,4 +69,12 @@ def _cancel(run_id: str, reason: str | None) -> Generator[Request, Any, bool]:
     if done is None:
         return False
     log.info("run %r cancelled%s", run_id, f" ({reason})" if reason else "")
+    # child runs: a parent is told; a parent waiting on a child cancels the children
+    # its running step started (their records are in its journal, so it is read whole
+    # then, and only then: any other cancellation reads and writes the head alone)
+    yield from notify_parent(done)
+    whole = (yield Load(run_id)) if waits_on_child(done) else None
+    for child in [] if whole is None else children_of(whole):
+        with contextlib.suppress(ConflictError, RunNotFoundError):  # completed, or deleted
+            yield from _cancel(child, f"its parent {run_id!r} was cancelled")
     return True

@@ -127,7 +127,8 @@ class StepDriver(Protocol):
 
     @property
     def io(self) -> Callable[[Any], Any]:
-        """The store's I/O alone (``store_io``): what a stream's append goes through."""
+        """The store's I/O alone (``store_io``): what a stream's append goes through, and
+        another run's loads and saves (``children``)."""
 
     @property
     def keep(self) -> Lost: ...

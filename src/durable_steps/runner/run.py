@@ -45,6 +45,7 @@ from ..seam.rules import check_name, check_run_id
 from ..seam.state import FrozenState, call_records, freeze, frozen_state, thaw
 from . import checkpoints, deadlines
 from . import errors as run_errors
+from .children import notify_parent, parent_cancelled
 from .claim import MAX_ATTEMPTS, check_max_attempts, claim_for, exhausted
 from .journal import Journal
 from .requests import Call, Load, Request, Save, Sleep
@@ -113,6 +114,10 @@ class RunProgram:
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
                     )
+                if (why := (yield from parent_cancelled(self.cp))) is not None:  # child runs
+                    cancelled = evolve(checkpoints.released(self.cp), status="cancelled")
+                    self.cp = yield from self.save(evolve(cancelled, cancel_reason=why))
+                    raise run_errors.cancelled(self.run_id, why)
                 self.cp = yield from self.attempts(i, step)
         except GeneratorExit:
             raise
@@ -126,6 +131,7 @@ class RunProgram:
                     exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
             raise
         log.info("run %r completed (%d steps)", self.run_id, len(self.steps))
+        yield from notify_parent(self.cp)  # child runs: a parent waits for this one
         return self.result()
 
     def claim(self) -> Generator[Request, Any, bool]:
@@ -295,6 +301,8 @@ class RunProgram:
             raise lost from exc
         except Exception as save_failed:
             exc.add_note(f"durable-steps: recording this failure failed too: {save_failed}")
+        else:
+            yield from notify_parent(self.cp)  # child runs: a parent waits for this one
         self.obs.step_ended(exc)
         raise exc
 

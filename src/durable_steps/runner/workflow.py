@@ -30,6 +30,7 @@ from .claim import MAX_ATTEMPTS
 from .deadlines import begun, check_timeout
 from .drivers import _async_only, _sync_only, drive, drive_async
 from .errors import cancelled
+from .queues import Queue, check_partition, check_priority
 from .requests import LoadHead, Request, Save, execute
 from .run import RunProgram
 from .step import Step
@@ -60,10 +61,15 @@ class Workflow:
     """Seconds from a run's beginning to its deadline: a run not finished by then is
     cancelled (reason ``"deadline"``; ``runner.deadlines``). None: no deadline."""
 
+    queue: Queue | None = field(default=None, kw_only=True)
+    """The queue its runs are taken under (``runner.queues``, ``workers.queues``)."""
+
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
         check_version(self.version)
         object.__setattr__(self, "timeout", check_timeout(self.timeout, "Workflow(timeout=)"))
+        if self.queue is not None and not isinstance(self.queue, Queue):
+            raise TypeError(f"workflow {self.name!r}: queue= takes a Queue, not {self.queue!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
         # bad step lists and limits fail here, not at the first run
         RunProgram("check", self.steps, max_attempts=self.max_attempts)
@@ -101,12 +107,27 @@ class Workflow:
         *,
         input: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        queue: Queue | str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> bool:
         """Create the run for the workers (see the top); True if this call created it.
-        ``timeout``: this run's deadline, in seconds from now (default the workflow's)."""
+        ``queue`` (default: the workflow's), ``priority`` (default: the queue's) and
+        ``partition``: how the workers take it (``workers.queues``). ``timeout``: this
+        run's deadline, in seconds from now (default the workflow's)."""
         _sync_only(store)
-        program = start_program(self.name, run_id, input, self.version, self._timeout(timeout))
-        return execute(program, blocking_io(store))
+        placed = self._placed(queue, priority, partition)
+        return execute(
+            start_program(
+                self.name,
+                run_id,
+                input,
+                version=self.version,
+                timeout=self._timeout(timeout),
+                placed=placed,
+            ),
+            blocking_io(store),
+        )
 
     async def start_async(
         self,
@@ -115,14 +136,40 @@ class Workflow:
         *,
         input: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        queue: Queue | str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> bool:
         """``start`` for async stores."""
         _async_only(store)
-        program = start_program(self.name, run_id, input, self.version, self._timeout(timeout))
-        return await execute_on(program, store)
+        placed = self._placed(queue, priority, partition)
+        return await execute_on(
+            start_program(
+                self.name,
+                run_id,
+                input,
+                version=self.version,
+                timeout=self._timeout(timeout),
+                placed=placed,
+            ),
+            store,
+        )
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else check_timeout(timeout, "start(timeout=)")
+
+    # -- queues: where a started run is placed --
+    def _placed(
+        self, queue: Queue | str | None, priority: int | None, partition: str | None
+    ) -> Placement:
+        chosen = self.queue if queue is None else queue
+        if chosen is not None and not isinstance(chosen, Queue | str):
+            raise TypeError(f"queue= takes a Queue or a queue's name, not {chosen!r}")
+        return placement(
+            chosen.name if isinstance(chosen, Queue) else chosen,
+            priority if priority is not None or not isinstance(chosen, Queue) else chosen.priority,
+            partition,
+        )
 
     def _run(
         self,
@@ -146,12 +193,39 @@ class Workflow:
         )
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a started run waits for a worker: its queue, priority and partition."""
+
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
+
+
+def placement(queue: str | None, priority: int | None, partition: str | None) -> Placement:
+    """A checked ``Placement`` (a priority or a partition needs a queue)."""
+    if queue is None and (priority is not None or partition is not None):
+        raise ValueError(
+            "priority= and partition= (--priority, --partition) place a run in a queue: "
+            "give queue= (--queue) too, or start a workflow that has one"
+        )
+    if queue is not None:
+        check_name(queue, "queue name")
+    if priority is not None:
+        check_priority(priority, "start")
+    if partition is not None:
+        check_partition(partition)
+    return Placement(queue, priority, partition)
+
+
 def start_program(
     workflow: str,
     run_id: str,
     input: Mapping[str, Any] | None,
+    *,
     version: str | None = None,
     timeout: float | None = None,
+    placed: Placement = Placement(),  # frozen: one shared default is safe
 ) -> Generator[Request, Any, bool]:
     """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``);
     ``version``: the version the run is pinned to (None: its first claim pins it)."""
@@ -182,6 +256,9 @@ def start_program(
                 version=version,
                 attempt=0,  # its first step has not been started yet
                 signals=freeze({}, "", run_id, 0, "signal payload"),
+                queue=placed.queue,
+                priority=placed.priority,
+                partition=placed.partition,
             ),
             timeout,
         )

@@ -88,6 +88,16 @@ class Checkpoint:
     deadline: float | None = None
     """When the run is cancelled if it has not finished (seconds since the epoch; None:
     never): ``Workflow(timeout=)`` or ``start(..., timeout=)``, set when the run begins."""
+    # -- queues (workers.queues): set when the run is started, kept for its life --
+    queue: str | None = None
+    """The queue whose limits the run is taken under (None: its workflow's, if any)."""
+    priority: int | None = None
+    """Among the runs of its queue, higher is taken first (None: 0)."""
+    partition: str | None = None
+    """A queue's partition key: each partition has the queue's limits of its own."""
+    # -- child runs (runner.children) --
+    parent: str | None = None
+    """The run that started this one with ``start_child``: told when it ends."""
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
@@ -173,6 +183,10 @@ class RunInfo:
     # -- run deadlines (issue 31 item 7) --------------------------------------------------
     deadline: float | None = None
     """When the run is cancelled if it has not finished (None: never)."""
+    # -- queues (workers.queues) --
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

@@ -14,6 +14,8 @@ module reads today's schema only:
   ("upgrade").
 - 4, optional fields (absent meaning none): ``forked_from`` (a fork's source, issue 33).
 - 4, optional fields: ``mailbox`` and ``receiving`` (``seam.mailbox``).
+- 4, optional fields: ``queue``, ``priority``, ``partition`` (``workers.queues``);
+  ``parent`` (``runner.children``).
 """
 
 from __future__ import annotations
@@ -102,6 +104,12 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "forked_from": None if cp.forked_from is None else dict(cp.forked_from),
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
+        # queues (workers.queues): optional in schema 4, absent meaning none
+        "queue": cp.queue,
+        "priority": cp.priority,
+        "partition": cp.partition,
+        # child runs (runner.children): optional in schema 4, absent meaning none
+        "parent": cp.parent,
     }
     # -- lifecycle: versions and resume (issue 33); absent in earlier documents: none
     doc["version"] = cp.version
@@ -266,6 +274,11 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "mailbox": mailbox.read(doc.get("mailbox")),
         "receiving": _opt(doc, "receiving", str),
         "deadline": _opt(doc, "deadline", int | float),  # run deadlines (issue 31 item 7)
+        # queues (workers.queues)
+        "queue": _opt(doc, "queue", str),
+        "priority": _opt(doc, "priority", int),
+        "partition": _opt(doc, "partition", str),
+        "parent": _opt(doc, "parent", str),  # child runs (runner.children)
     }
 
 
@@ -306,6 +319,9 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         wake_at=cp.wake_at,
         version=cp.version,
         deadline=cp.deadline,
+        queue=cp.queue,
+        priority=cp.priority,
+        partition=cp.partition,
     )
 
 
@@ -347,4 +363,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         wake_at=extra["wake_at"],
         version=extra["version"],
         deadline=extra["deadline"],
+        queue=extra["queue"],
+        priority=extra["priority"],
+        partition=extra["partition"],
     )

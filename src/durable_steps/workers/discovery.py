@@ -27,6 +27,7 @@ from ..runner.clock import now
 from ..runner.workflow import Workflow
 from ..seam.checkpoint import RunInfo
 from ..seam.store import Store
+from .queues import admitter, by_priority
 from .recovery import _Picker, candidates
 from .retention import Expiry
 
@@ -34,8 +35,10 @@ from .retention import Expiry
 class Look:
     """One worker's looks at its store for the runs of ``known`` workflows."""
 
-    def __init__(self, store: Store, known: Mapping[str, Workflow], owner: str | None) -> None:
-        self.store, self.known, self.owner = store, known, owner
+    def __init__(
+        self, store: Store, known: Mapping[str, Workflow], owner: str | None, lease: float
+    ) -> None:
+        self.store, self.known, self.owner, self.lease = store, known, owner, lease
         self.first = True
         self.expiry = Expiry(store)  # retention (issue 33): finished_ttl on stores without TTL
 
@@ -54,12 +57,13 @@ class Look:
         """(run id, workflow) of every run to take now: a full look (``--once``), and
         the runs past their deadline (``takeable``), to be cancelled."""
         self.expiry.due()
-        found = dict(candidates(self.store.listing, self.known, self.owner, None))
+        admit = admitter(self.store, self.known, self.lease)  # queues: limits in the store
+        found = dict(candidates(self.store.listing, self.known, self.owner, None, admit=admit))
         t = now()
         pick = _Picker(self.owner, None, found.__contains__)
         for info in self.store.takeable(list(self.known), at=t):
             name, past = self.served(info), info.deadline is not None and info.deadline <= t
-            if past and name is not None and pick.takes(info):
+            if past and name is not None and pick.takes(info):  # (cancelled, not started)
                 found[info.run_id] = name
         return list(found.items())
 
@@ -70,6 +74,7 @@ class Look:
         in progress), and the wake times due within ``within`` seconds."""
         soon: list[float] = []
         self.expiry.due()
+        admit = admitter(self.store, self.known, self.lease)  # queues: a look's admissions
         if self.first:
             self.first = False
             found = candidates(
@@ -80,18 +85,21 @@ class Look:
                 busy.__contains__,
                 wakes=soon,
                 within=within,
+                admit=admit,
             )
             return list(found), soon
         t = now()
         pick = _Picker(self.owner, free, busy.__contains__)
         taken: list[tuple[str, str]] = []
-        for info in self.store.takeable(list(self.known), at=t + within):
+        # Queues: higher priority first (``by_priority``; unqueued runs have none).
+        for info in by_priority(self.store.takeable(list(self.known), at=t + within)):
             name = self.served(info)
             if name is None:
                 continue  # (a backend may answer more than asked: it is a hint)
             if not self._now_or_soon(info, t, soon):
                 continue
-            if not pick.full() and pick.takes(info):
+            w = self.known[name]
+            if not pick.full() and pick.takes(info, lambda: admit(info, w)):  # noqa: B023
                 taken.append((info.run_id, name))
         return taken, soon
 

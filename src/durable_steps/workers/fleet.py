@@ -42,6 +42,7 @@ from ..seam.errors import StopRequested
 from ..seam.store import AsyncStore, Store, ThreadedStore
 from .discovery import Look
 from .recovery import Recovered, known_workflows, recover_one, recover_one_async
+from .schedules import Ticker
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
 _POLL = 0.2
@@ -157,8 +158,10 @@ async def serve_async(
     echo: Callable[[Recovered | str], None],
     stop: threading.Event,
     astore: Callable[[], AsyncStore] | None = None,
+    ticker: Ticker | None = None,
 ) -> None:
-    """The worker loop (see the module docstring and ``loop.serve``). ``astore`` makes
+    """The worker loop (see the module docstring and ``loop.serve``). ``ticker``
+    starts the due ticks of the worker's schedules before each look. ``astore`` makes
     the async store async runs use (by default the blocking one, in threads); it is
     closed on the way out."""
     loop = asyncio.get_running_loop()
@@ -178,12 +181,13 @@ async def serve_async(
         echo=echo,
         stop=stop,
     )
-    look = Look(store, fleet.known, owner)
+    look = Look(store, fleet.known, owner, lease)
+    ticks = ticker.poll if ticker is not None and ticker.schedules else None
     try:
         if once:
-            await _one_pass(fleet, look)
+            await _one_pass(fleet, look, ticks)
         else:
-            await _looks(fleet, look, interval)
+            await _looks(fleet, look, interval, ticks)
         while fleet.running:
             await fleet.reap(_POLL)
     finally:
@@ -192,8 +196,10 @@ async def serve_async(
             await async_store.close()
 
 
-async def _one_pass(fleet: Fleet, look: Look) -> None:
+async def _one_pass(fleet: Fleet, look: Look, ticks: Callable[[], object] | None) -> None:
     """``--once``: every run to take now, ``concurrency`` at a time."""
+    if ticks is not None:
+        await asyncio.to_thread(ticks)  # schedules: the due ticks started first
     found = await asyncio.to_thread(look.everything)
     for run_id, name in found:
         if fleet.stop.is_set():
@@ -203,12 +209,16 @@ async def _one_pass(fleet: Fleet, look: Look) -> None:
         fleet.start(run_id, name)
 
 
-async def _looks(fleet: Fleet, look: Look, interval: float) -> None:
+async def _looks(
+    fleet: Fleet, look: Look, interval: float, ticks: Callable[[], object] | None
+) -> None:
     """Look, start what was found, rest (``rest_after``), until stopped."""
     from .loop import rest_after  # (loop imports this module)
 
     next_look = 0.0
     while not fleet.stop.is_set():
+        if ticks is not None:
+            await asyncio.to_thread(ticks)  # schedules (at most once a second: ``Ticker``)
         wakes = fleet.wakes
         # Look again when the next look is due -- or when a timer comes due before
         # then: one this worker put to sleep, or one the last look saw coming.

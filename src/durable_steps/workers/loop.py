@@ -36,10 +36,11 @@ from ..seam.errors import ConfigurationError
 from ..seam.store import AsyncStore, Store
 from .fleet import serve_in_loop
 from .recovery import Recovered
+from .schedules import Schedule, Ticker, split
 
 
-def load_workflows(spec: str) -> list[Workflow]:
-    """The workflows named by ``MODULE:ATTR``."""
+def load_workflows(spec: str) -> list[Workflow | Schedule]:
+    """The workflows (and schedules) named by ``MODULE:ATTR``."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(
@@ -64,10 +65,12 @@ def load_workflows(spec: str) -> list[Workflow]:
                 f"{module_name!r} has no attribute {attr!r}", variable="MODULE:ATTR"
             )
         value = getattr(value, part)
-    found = [value] if isinstance(value, Workflow) else list(value) if _many(value) else []
-    if not found or not all(isinstance(w, Workflow) for w in found):
+    served = Workflow | Schedule  # schedules: served with the workflows
+    found = [value] if isinstance(value, served) else list(value) if _many(value) else []
+    if not found or not all(isinstance(w, served) for w in found):
         raise ConfigurationError(
-            f"{spec} is {type(value).__name__}, not a Workflow or a list of Workflows",
+            f"{spec} is {type(value).__name__}, not a Workflow or a list of Workflows "
+            "(and Schedules)",
             variable="MODULE:ATTR",
         )
     return found
@@ -79,7 +82,7 @@ def _many(value: object) -> bool:
 
 def serve(
     store: Store,
-    workflows: Iterable[Workflow],
+    workflows: Iterable[Workflow | Schedule],
     *,
     once: bool,
     concurrency: int,
@@ -93,9 +96,11 @@ def serve(
     """The worker loop (see the module docstring; ``fleet`` runs it on an event loop
     of its own); returns when stopped or, with ``once``, after one pass. ``astore``
     opens the async store of async workflows (default: ``store`` in threads)."""
+    served, schedules = split(workflows)
     serve_in_loop(
         store,
-        workflows,
+        served,
+        ticker=Ticker(store, schedules, min(interval, 1.0)),  # schedules: their ticks
         once=once,
         concurrency=concurrency,
         interval=interval,

@@ -18,12 +18,13 @@ claim a run gets ``RunLeasedError``, reported as outcome ``"leased"``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ..runner.clock import now
 from ..runner.drivers import _async_only, _sync_only, drive, drive_async
+from ..runner.store_io import execute_on
 from ..runner.versions import serving
 from ..runner.workflow import Workflow
 from ..seam.checkpoint import RunInfo
@@ -31,6 +32,7 @@ from ..seam.errors import ConflictError, RunCancelledError, RunWaiting, StopRequ
 from ..seam.lease import lease_holder
 from ..seam.rules import RunFilter
 from ..seam.store import AsyncStore, Store
+from .queues import Admission, admitter, by_priority
 
 Outcome = Literal["completed", "failed", "waiting", "leased", "cancelled"]
 
@@ -59,9 +61,10 @@ def recover(
     """Resume every unfinished run of a known workflow whose lease is free."""
     _sync_only(store)
     known = known_workflows(workflows)
+    admit = admitter(store, known, lease)  # queues: limits kept in the store
     return [
         recover_one(store, known[name], run_id, lease=lease, owner=owner)
-        for run_id, name in candidates(store.listing, known, owner, limit)
+        for run_id, name in candidates(store.listing, known, owner, limit, admit=admit)
     ]
 
 
@@ -78,14 +81,21 @@ async def recover_async(
     known = known_workflows(workflows)
     done: list[Recovered] = []
     pick = _Picker(owner, limit)
+    admission = Admission.of(known.values(), lease)  # queues: limits kept in the store
     t = now()
     for name in known:
         for filters in _listings(known[name], t):
-            async for info in store.listing(filters):
+            listed = store.listing(filters)
+            if known[name].queue is not None and filters.due_before is None:
+                listed = _each(by_priority([i async for i in listed]))  # queues: by priority
+            async for info in listed:
                 if pick.full():
                     return done
-                if not pick.takes(info):
+                if not pick.free(info) or admission.closed_for(info, known[name]):
                     continue
+                if not await execute_on(admission.program(info, known[name]), store):
+                    continue
+                pick.taken += 1
                 r = known[name]._run(info.run_id, None, lease, owner, None)
                 try:
                     await drive_async(r, store)
@@ -94,6 +104,11 @@ async def recover_async(
                 else:
                     done.append(Recovered(info.run_id, name, "completed"))
     return done
+
+
+async def _each(infos: list[RunInfo]) -> AsyncIterator[RunInfo]:
+    for info in infos:
+        yield info
 
 
 def _listings(workflow: Workflow, due_before: float) -> tuple[RunFilter, ...]:
@@ -183,9 +198,14 @@ class _Picker:
     def full(self) -> bool:
         return self.limit is not None and self.taken >= self.limit
 
-    def takes(self, info: RunInfo) -> bool:
+    def free(self, info: RunInfo) -> bool:
+        """Whether the run's lease is free for this pass (and it is not skipped)."""
         free = info.error is None and lease_holder(info, self.owner, time.time()) is None
-        if free and not self.skip(info.run_id):
+        return free and not self.skip(info.run_id)
+
+    def takes(self, info: RunInfo, admit: Callable[[], bool] = lambda: True) -> bool:
+        """``free``, and admitted by its queue (``admit``, asked last: it writes)."""
+        if self.free(info) and admit():
             self.taken += 1
             return True
         return False
@@ -200,17 +220,24 @@ def candidates(
     *,
     wakes: list[float] | None = None,
     within: float = 0.0,
+    admit: Callable[[RunInfo, Workflow], bool] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """(run id, workflow) of the running runs and the due waiting runs of known
     workflows, with a free lease. With ``wakes``, the one listing of waiting runs
     reaches ``within`` seconds further and puts there the wake times (or deadlines)
-    still to come: when the worker looks again. No state is read."""
+    still to come: when the worker looks again. No state is read. ``admit``: whether
+    its queue lets a run start now (``queues.admitter``); a queued workflow's running
+    runs are offered by priority."""
     pick = _Picker(owner, limit, skip)
     t = now()
     for name in known:
-        for filters in _listings(known[name], t if wakes is None else t + within):
+        w = known[name]
+        for filters in _listings(w, t if wakes is None else t + within):
             waiting = filters.due_before is not None
-            for info in listing(filters):
+            listed: Iterable[RunInfo] = listing(filters)
+            if admit is not None and w.queue is not None and not waiting:
+                listed = by_priority(listed)  # queues: higher priority first
+            for info in listed:
                 if wakes is not None and waiting and info.wake_at is not None and info.wake_at > t:
                     wakes.append(info.wake_at)
                 elif pick.full():
@@ -218,5 +245,5 @@ def candidates(
                         return
                     if not waiting:
                         break  # only wake times are still looked for
-                elif pick.takes(info):
+                elif pick.takes(info, lambda: admit is None or admit(info, w)):  # noqa: B023
                     yield info.run_id, name

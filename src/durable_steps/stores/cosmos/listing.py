@@ -56,7 +56,7 @@ _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
-    "c.log, c._etag, c._ts, c.version, c.deadline"
+    "c.log, c._etag, c._ts, c.version, c.deadline, c.queue, c.priority, c.partition"
 )
 
 
@@ -185,7 +185,8 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     status = row.get("status")
     if status not in STATUSES:
         raise ValueError(f"status is {status!r}")
-    for key, kind in (("workflow", str), ("owner", str), ("waiting_for", str), ("version", str)):
+    keys = (("workflow", str), ("owner", str), ("waiting_for", str), ("queue", str))
+    for key, kind in (*keys, ("version", str), ("partition", str), ("priority", int)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
     for key in ("updated_at", "lease_expires", "wake_at", "deadline"):
@@ -211,4 +212,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         attempt=attempt,
         version=row.get("version"),
         deadline=row.get("deadline"),
+        queue=row.get("queue"),
+        priority=row.get("priority"),
+        partition=row.get("partition"),
     )

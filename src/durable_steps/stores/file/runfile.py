@@ -263,6 +263,10 @@ _OPTIONAL = (
     "forked_from",
     "version",  # lifecycle (issue 33)
     "resumed",
+    "queue",  # queues (workers.queues)
+    "priority",
+    "partition",
+    "parent",  # child runs (runner.children)
 )
 
 
