@@ -11,7 +11,7 @@ def test_start_places_a_run_on_a_queue_and_list_shows_it(cli: Cli, run_id: str) 
     the run; `runs list` shows queue (~partition) and priority columns, and `--json` the
     fields."""
     done = cli(
-        "runs", "start", run_id, "--workflow", "fulfil",
+        "runs", "start", run_id, "--workflow", "fulfil", "--new-workflow",
         "--queue", "orders", "--priority", "7", "--partition", "acme",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -29,7 +29,7 @@ def test_start_places_a_run_on_a_queue_and_list_shows_it(cli: Cli, run_id: str) 
 
 def test_list_without_queued_runs_has_no_queue_columns(cli: Cli, run_id: str) -> None:
     """Runs of no queue are listed as before: no empty queue columns."""
-    assert cli("runs", "start", run_id, "--workflow", "plain").returncode == 0
+    assert cli("runs", "start", run_id, "--workflow", "plain", "--new-workflow").returncode == 0
     header = cli("runs", "list").stdout.splitlines()[1]
     assert "queue" not in header and "priority" not in header
 
@@ -37,7 +37,7 @@ def test_list_without_queued_runs_has_no_queue_columns(cli: Cli, run_id: str) ->
 def test_a_priority_without_a_queue_is_refused_in_one_line(cli: Cli, run_id: str) -> None:
     """A priority orders the runs of a queue: without --queue it is a usage error that
     says so, and nothing is started."""
-    done = cli("runs", "start", run_id, "--workflow", "fulfil", "--priority", "3")
+    done = cli("runs", "start", run_id, "--workflow", "fulfil", "--new-workflow", "--priority", "3")
     assert done.returncode == 2
     assert "give queue= (--queue) too" in done.stderr
     with cli.store() as store:

@@ -153,16 +153,16 @@ def test_actions_to_come_appear_when_the_package_has_their_function(
     carries the library's message."""
     failed = cp(status="failed")
     # (send_message exists since issue 32's mailbox: "message" is offered)
-    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "fork", "cancel"]
     with monkeypatch.context() as without:
         without.delattr(ds, "resume_run")
-        assert [a.name for a in actions.offered(failed)] == ["signal", "message", "cancel"]
+        assert [a.name for a in actions.offered(failed)] == ["signal", "message", "fork", "cancel"]
 
     def resume_run(store: Any, run_id: str) -> None:
         raise ds.ConflictError(f"run {run_id!r} is completed; nothing to resume", run_id=run_id)
 
     monkeypatch.setattr(ds, "resume_run", resume_run, raising=False)
-    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "fork", "cancel"]
     with pytest.raises(actions.Refused, match="is completed; nothing to resume"):
         actions.perform(actions.ACTIONS["resume"], None, "r", {})
 

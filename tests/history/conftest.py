@@ -17,6 +17,6 @@ from ..conftest import Api, Backend
 def api(backend: Backend, loop: asyncio.AbstractEventLoop) -> Api:
     store = getattr(backend.store, "aio", backend.store)
     items = getattr(store, "_items", None)
-    if items is not None:  # a Cosmos DB store: as if made with history="steps"
+    if items is not None and not isinstance(items, dict):  # Cosmos DB: history="steps"
         items.history = store.history = keep("steps")
     return Api(backend, loop)

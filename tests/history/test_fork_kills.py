@@ -49,7 +49,11 @@ def test_a_fork_killed_at_any_point_leaves_the_source_and_no_half_run(
     for k in range(points):
         new = f"{run_id}-k{k}"
         killed = _fork(env, run_id, new, k)
-        assert killed.returncode == -9, killed.stderr
+        if killed.returncode == 0:  # fewer points this time (a bucket of the file store's
+            # due index made by the first fork exists now): it ended before point k, whole
+            assert json.loads(killed.stdout)["points"] <= k, killed.stdout
+        else:
+            assert killed.returncode == -9, killed.stderr
         with ds.store_from_env({**env, "DURABLE_HISTORY": "steps"}) as store:
             after = store.load(run_id)
             assert (after.etag, after.state) == (source.etag, source.state)

@@ -36,7 +36,11 @@ class Look:
     """One worker's looks at its store for the runs of ``known`` workflows."""
 
     def __init__(
-        self, store: Store, known: Mapping[str, Workflow], owner: str | None, lease: float
+        self,
+        store: Store,
+        known: Mapping[str, Workflow],
+        owner: str | None,
+        lease: float = 60.0,
     ) -> None:
         self.store, self.known, self.owner, self.lease = store, known, owner, lease
         self.first = True
