@@ -152,13 +152,14 @@ def test_actions_to_come_appear_when_the_package_has_their_function(
     one more action, offered for a failed run, and its refusal carries the library's
     message."""
     failed = cp(status="failed")
-    assert [a.name for a in actions.offered(failed)] == ["signal", "cancel"]
+    # (fork_run exists since issue 33: fork is offered already)
+    assert [a.name for a in actions.offered(failed)] == ["signal", "fork", "cancel"]
 
     def resume_run(store: Any, run_id: str) -> None:
         raise ds.ConflictError(f"run {run_id!r} is completed; nothing to resume", run_id=run_id)
 
     monkeypatch.setattr(ds, "resume_run", resume_run, raising=False)
-    assert [a.name for a in actions.offered(failed)] == ["signal", "resume", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == ["signal", "resume", "fork", "cancel"]
     with pytest.raises(actions.Refused, match="is completed; nothing to resume"):
         actions.perform(actions.ACTIONS["resume"], None, "r", {})
 
