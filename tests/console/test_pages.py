@@ -64,13 +64,14 @@ def test_a_fold_that_no_longer_fits_the_value_says_so(file_site: Site) -> None:
 
 
 def test_features_to_come_have_panels_that_say_so(file_site: Site) -> None:
-    """History, events, mailbox and streams: a panel each with its empty-state text; a
+    """History, events, mailbox and streams: a panel each -- history's with the run's
+    completed steps (run_history, issue 33), the others with their empty-state text; a
     stream's chunks answer 404 with the same text."""
     ds.run("plain", [ds.Step("a", lambda s: {})], file_site.store)
     page = file_site.get("/run/plain").body
     for what in ("history", "events", "mailbox", "streams"):
         assert f"panel-{what}" in page
-    assert "Once history is kept (run_history)" in page
+    assert "Once history is kept (run_history)" not in page
     stream = file_site.get("/run/plain/stream/tokens?after=-1")
     assert stream.status == 404 and "write_stream" in json.loads(stream.body)["error"]
 

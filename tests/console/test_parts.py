@@ -153,7 +153,13 @@ def test_actions_to_come_appear_when_the_package_has_their_function(
     carries the library's message."""
     failed = cp(status="failed")
     # (send_message exists since issue 32's mailbox: "message" is offered)
-    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "fork", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == [
+        "signal",
+        "message",
+        "resume",
+        "fork",
+        "cancel",
+    ]
     with monkeypatch.context() as without:
         without.delattr(ds, "resume_run")
         assert [a.name for a in actions.offered(failed)] == ["signal", "message", "fork", "cancel"]
@@ -162,7 +168,13 @@ def test_actions_to_come_appear_when_the_package_has_their_function(
         raise ds.ConflictError(f"run {run_id!r} is completed; nothing to resume", run_id=run_id)
 
     monkeypatch.setattr(ds, "resume_run", resume_run, raising=False)
-    assert [a.name for a in actions.offered(failed)] == ["signal", "message", "resume", "fork", "cancel"]
+    assert [a.name for a in actions.offered(failed)] == [
+        "signal",
+        "message",
+        "resume",
+        "fork",
+        "cancel",
+    ]
     with pytest.raises(actions.Refused, match="is completed; nothing to resume"):
         actions.perform(actions.ACTIONS["resume"], None, "r", {})
 
