@@ -55,8 +55,11 @@ from .telemetry import Observer, log
 from .typed import declared, updates_of
 from .versions import check_pinned, check_version, pin
 
-_CLAIMS = 3
-"""Claims tried before a ConflictError stands (each after a fresh load)."""
+_CLAIMS = 20
+"""Claims tried before a ConflictError stands (each after a fresh load). Senders write a
+run's head too (signals, messages, cancels): racing senders can make several claims in
+a row lose, though nobody else holds the run. A run that another worker took is refused
+at the next load (``claim_for``: its lease), so more tries never take a held run."""
 Program = Generator[Request, Any, dict[str, Any]]
 
 
