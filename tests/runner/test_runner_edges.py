@@ -16,6 +16,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps import Retry, Step, Workflow
+from durable_steps.runner import run as run_module
 from durable_steps.runner.drivers import drive, drive_async
 from durable_steps.seam.rules import RunFilter
 
@@ -118,10 +119,11 @@ def test_a_false_conflict_on_the_claim_is_retried_after_a_reload(
 def test_a_claim_that_keeps_meeting_a_writer_fails_and_writes_nothing(
     api: Sync, run_id: str
 ) -> None:
-    """When every one of the three tries of the claim conflicts, the ConflictError stands
-    and nothing was written or run."""
+    """When every try of the claim conflicts (``run._CLAIMS`` of them), the ConflictError
+    stands and nothing was written or run."""
     ran: list[str] = []
-    api.store = (FalseConflictsAsync if api.is_async else FalseConflicts)(api.store, 3)
+    tries = run_module._CLAIMS
+    api.store = (FalseConflictsAsync if api.is_async else FalseConflicts)(api.store, tries)
     with pytest.raises(ds.ConflictError) as err:
         api.run(run_id, [Step("a", lambda s: ran.append("a"))])
     assert not isinstance(err.value, ds.LeaseLostError)
