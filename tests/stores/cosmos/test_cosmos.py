@@ -369,3 +369,18 @@ def test_a_bad_run_id_sends_nothing_even_as_the_first_call(
         assert proxy.exchanges == []
     finally:
         store.close()
+
+
+def test_a_small_run_begun_inline_keeps_every_step(cosmos: Cosmos, run_id: str) -> None:
+    """History is the default: a small run's first save (before any step) is inline in
+    its head, and each step it then completes is kept -- ``load_at`` of every step,
+    the first one included, gives the state after it."""
+    with cosmos.store() as store:
+        cp = store.save(ds.Checkpoint(run_id, -1, {"n": -1}))
+        assert "state" in cosmos.raw_container().read_item(run_id, partition_key=run_id)
+        for i in range(3):
+            cp = store.save(replace(cp, step=i, steps=(*cp.steps, f"s{i}"), state={"n": i}))
+        assert [h.step for h in store.run_history(run_id) or []] == [0, 1, 2]
+        for i in range(3):
+            at = store.load_at(run_id, i)
+            assert at is not None and (at.state, at.steps) == ({"n": i}, cp.steps[: i + 1])
