@@ -59,6 +59,13 @@ def test_chunks_from_step_code_and_calls_read_in_order(api: Api, run_id: str) ->
     assert read(api, run_id, "out", after=1) == everything[2:]
     assert read(api, run_id, "out", after=3) == []
     assert read(api, run_id, "other", follow=False) == []
+    listed = api._call(ds.list_streams, ds.list_streams_async, run_id)
+    assert listed == [ds.StreamInfo("out", 4, True)]  # the close marker is not an entry
+    for known in (-1, 0, 2, 3, 9):  # where the search starts changes nothing
+        got = api._call(ds.stream_info, ds.stream_info_async, run_id, "out", known=known)
+        assert got == listed[0]
+    other = api._call(ds.stream_info, ds.stream_info_async, run_id, "other")
+    assert other == ds.StreamInfo("other", 0, False)
 
 
 def test_a_replayed_step_writes_nothing_twice(api: Api, run_id: str) -> None:
@@ -91,7 +98,8 @@ def test_a_replayed_step_writes_nothing_twice(api: Api, run_id: str) -> None:
 def test_an_interrupted_call_is_marked_and_superseded(api: Api, run_id: str) -> None:
     """A call that wrote chunks and then raised runs again (its retry): before its new
     chunks a StreamReset entry tells readers that the chunks from the first attempt's
-    first offset were of an interrupted attempt; offsets stay dense and unique."""
+    first offset were of an interrupted attempt; offsets stay dense and unique (the
+    stream's length counts the marker)."""
     attempts = [0]
 
     async def tokens() -> str:
@@ -113,6 +121,8 @@ def test_an_interrupted_call_is_marked_and_superseded(api: Api, run_id: str) -> 
     _, reset = entries[3]
     assert isinstance(reset, StreamReset) and reset.since == 1
     assert entries[4] == (4, "a2-1")
+    listed = api._call(ds.list_streams, ds.list_streams_async, run_id)
+    assert listed == [ds.StreamInfo("out", 5, False)]
 
 
 def test_a_reader_follows_live_until_the_run_ends(api: Api, run_id: str) -> None:
