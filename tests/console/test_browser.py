@@ -241,6 +241,7 @@ def test_history_events_and_a_message_sent_from_the_page(file_site: Site, file_p
     with pytest.raises(ds.RunWaiting):
         CHAT.run(run_id, file_site.store)
     file_page.goto(file_site.url(f"/run/{run_id}"))
+    expect(file_page.locator(".facts")).to_contain_text("waiting for a message on chat")
     history = file_page.locator("table.history")
     expect(history.locator("tr[data-step]")).to_have_count(2)
     first = history.locator("tr[data-step='0']")
