@@ -5,6 +5,7 @@ interrupted call do to a stream; events set, awaited and not set again on replay
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps import Retry, StreamReset
+from durable_steps.seam.items import offset_key
 
 from ..conftest import Api
 from ..helpers.waiting import wait_until
@@ -149,6 +151,33 @@ def test_a_reader_follows_live_until_the_run_ends(api: Api, run_id: str) -> None
     runner.join(60)
     following.join(60)
     assert got == [(0, 1), (1, 2)]
+
+
+def test_a_streams_length_is_found_in_about_2_log2_n_one_item_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """stream_info finds a stream's length without reading its entries: single-item reads,
+    about 2 log2(n) of them for n entries; a close marker makes it closed, not longer."""
+    with ds.MemoryStore() as store:
+        store.save(ds.Checkpoint("r", -1, {}))
+        limits: list[int | None] = []
+        real = store.read_items
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            limits.append(kw.get("limit"))
+            return real(*args, **kw)
+
+        monkeypatch.setattr(store, "read_items", counted)
+        written = 0
+        for n in (1, 2, 3, 17, 1000):
+            for offset in range(written, n):
+                store.append_item("r", "stream:s", offset_key(offset), {"chunk": offset})
+            written = n
+            limits.clear()
+            assert ds.stream_info(store, "r", "s") == ds.StreamInfo("s", n, False)
+            assert set(limits) == {1} and len(limits) <= 2 * math.log2(n) + 3, (n, limits)
+        store.append_item("r", "stream:s", offset_key(1000), {"closed": True})
+        assert ds.stream_info(store, "r", "s", known=999) == ds.StreamInfo("s", 1000, True)
 
 
 def test_a_closed_stream_refuses_more(api: Api, run_id: str) -> None:
