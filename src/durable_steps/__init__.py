@@ -41,6 +41,7 @@ from .runner.streams import (
 )
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
+from .runner.typed import Recorded
 from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
@@ -109,6 +110,7 @@ __all__ = [
     "MessageTimeoutError",
     "MissingExtraError",
     "Queue",
+    "Recorded",
     "Recovered",
     "Retry",
     "RunCancelledError",

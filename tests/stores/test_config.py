@@ -246,6 +246,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "MessageTimeoutError",
             "MissingExtraError",
             "Queue",  # queues
+            "Recorded",
             "Recovered",
             "Retry",
             "RunInfo",
