@@ -41,7 +41,7 @@ from .runner.streams import (
 )
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
-from .runner.typed import Recorded
+from .runner.typed import Recorded, typed_as
 from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
@@ -180,6 +180,7 @@ __all__ = [
     "store_for",
     "store_from_env",
     "track_tasks",
+    "typed_as",
     "upgrade_run",
     "upgrade_run_async",
     "wait_for_result",

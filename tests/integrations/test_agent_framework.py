@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel, Field
 
 pytest.importorskip("agent_framework")
 
@@ -113,6 +114,24 @@ def test_save_returns_its_id_and_load_returns_an_equal_copy(af: AF) -> None:
         Note,
         str,
     )
+
+
+class Tagged(BaseModel):
+    """A Pydantic model of the caller's, a field of it under an alias."""
+
+    kind: str = Field(alias="type")
+    notes: list[Note] = []
+
+
+def test_a_pydantic_model_comes_back_as_its_type(af: AF) -> None:
+    """A caller's Pydantic model (``types=``) is kept as typed values are (its JSON by
+    alias) and comes back as an equal instance of its class, aliased fields included."""
+    storage = DurableCheckpointStorage(af.storage.store, types=[Note, Tagged])
+    value = Tagged(type="review", notes=[Note("a")])
+    cp = checkpoint(state={"tagged": value})
+    af.run(storage.save(cp))
+    loaded = af.run(storage.load(cp.checkpoint_id)).state["tagged"]
+    assert type(loaded) is Tagged and loaded == value
 
 
 def test_results_are_the_callers_own_copies(af: AF) -> None:

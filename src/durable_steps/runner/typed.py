@@ -113,6 +113,13 @@ def declared(fn: Callable[..., Any], returns: Any) -> Typed | None:
     return None if kind is None else _typed(kind)
 
 
+def typed_as(kind: Any) -> Typed:
+    """How values of ``kind`` (any type Pydantic validates) are recorded and read back:
+    for code that knows a value's type by other means than ``returns=`` (the Agent
+    Framework integration: a checkpoint value's allowed class)."""
+    return _typed(kind)
+
+
 @functools.cache
 def _typed(kind: Any) -> Typed:
     return Typed(kind)
