@@ -68,6 +68,7 @@ class HeadPrograms(Saves):
         if self._items.known_at(checkpoint.run_id, checkpoint.etag) is None:
             data = yield from self._version(checkpoint)  # a stale etag fails here
         saving = yield from self._planned(checkpoint, doc, data)
+        yield from self._note_expiry(saving)
         saving, etag = yield from self._commit(saving, lambda: self._planned(checkpoint, doc, data))
         return head_of(self._confirmed(saving, etag))
 

@@ -1,5 +1,6 @@
 """A save of the Cosmos DB stores as a program (``programs``). A save (``plan``)
-creates its segments, then writes the head -- the commit -- with ``no_response`` (the
+creates its segments, then -- when the head will expire -- its entry in the expiry
+index (``expiry``), then writes the head -- the commit -- with ``no_response`` (the
 etag comes from the answer's headers), then deletes what a fold superseded. A save
 that creates a run and needs segments reads the head first: a run that exists makes
 it a ``ConflictError`` with nothing written. A segment that fails fails the save,
@@ -36,7 +37,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint
 from ...seam.errors import ConflictError
 from ...seam.metering import wrote
-from . import segments
+from . import expiry, segments
 from .items import Write
 from .plan import SavePlan, plan, prepare
 from .programs import OPEN, PATCH_REFUSED, QUERY, CosmosPrograms, Program, SdkCall, _read, log
@@ -87,6 +88,7 @@ class Saves(CosmosPrograms):
             return plan(self._items, prepared, legacy=self._legacy, patch=False)
             yield  # (a program: it could read, as a head-only save's does)
 
+        yield from self._note_expiry(saving)
         try:
             saving, etag = yield from self._commit(saving, whole, started)
         except ConflictError:
@@ -105,6 +107,18 @@ class Saves(CosmosPrograms):
         if saving.trim is not None and saving.known.chain is not None:  # keep_last (issue 33)
             yield from self._trim(run_id, saving.known.chain, saving.trim)
         return self._confirmed(saving, etag)
+
+    def _note_expiry(self, saving: SavePlan) -> Program[None]:
+        """A head that will expire (a ttl) gets its entry in the expiry index first
+        (``expiry``): a crash before the head leaves an entry, never an expiring run
+        without one. Its failure fails the save, nothing committed."""
+        ttl = saving.head.body.get("ttl")
+        if self._legacy or not isinstance(ttl, int | float):
+            return
+        try:
+            yield expiry.note_call(saving.head.run_id, ttl)
+        except AzureError as exc:
+            raise segment_failed(exc, self._where, saving.head.run_id) from exc
 
     def _unreached(self, run_id: str, own: list[dict[str, Any]]) -> Program[list[dict[str, Any]]]:
         """Those of ``own`` (a losing save's segments) that the run's head, read now,
