@@ -5,6 +5,7 @@ deletes what the service would have deleted by then."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -15,7 +16,7 @@ import pytest
 import durable_steps as ds
 from durable_steps.stores.cosmos import expiry
 
-from ...conftest import Cosmos
+from ...conftest import Cosmos, SyncFacade
 from ...helpers.proxy import Proxy
 
 TTL = 60
@@ -107,15 +108,21 @@ def test_an_expired_run_leaves_nothing_and_others_keep_everything(cosmos_local: 
         cosmos.drop()
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
 def test_an_entry_written_before_a_head_that_failed_is_harmless(
-    proxied: tuple[Cosmos, Proxy], run_id: str
+    proxied: tuple[Cosmos, Proxy], run_id: str, kind: str, loop: asyncio.AbstractEventLoop
 ) -> None:
     """The completing save's head write fails after its index entry landed (the point a
     crash between the two would leave): the run stays as it was, running; a pass drops
     the entry and touches nothing of the run; completed later, it expires whole.
     (Only a completed run expires on Cosmos DB: its head is the one that carries a ttl.)"""
     endpoint, proxy = proxied
-    with endpoint.store(finished_ttl=TTL) as store:
+    store: Any = (
+        endpoint.store(finished_ttl=TTL)
+        if kind == "sync"
+        else SyncFacade(endpoint.async_store(finished_ttl=TTL), loop)
+    )
+    with store:
         with pytest.raises(ds.RunWaiting):
             ds.run(run_id, [*_chatty(2), ds.Step("w", _wait)], store)
         proxy.answer("PATCH", 503, {"code": "Injected"}, path=f"/docs/{run_id}")
