@@ -26,6 +26,9 @@ signal's sender, a worker that took a run over) go stale the same way and are
 cleaned the same way. An index that is missing or incomplete (a store written by an
 earlier version, a ``due/`` deleted by hand) is rebuilt from a full listing by the
 next look, and only then marked ``.complete``.
+
+The same index, with another notion of "due", keeps the runs a retention pass deletes
+(``expiry``: an ended run, when ``finished_ttl`` after its end is past): ``when``.
 """
 
 from __future__ import annotations
@@ -73,11 +76,23 @@ def bucket_of(at: float) -> str:
     return str(max(0, math.floor(at / BUCKET))).zfill(_WIDTH)
 
 
-class DueIndex:
-    """The index of one FileStore (``root``: its ``due/`` directory)."""
+def takeable_at(info: RunInfo) -> float | None:
+    """When the listed run becomes takeable (``due_at`` of its fields)."""
+    return due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
 
-    def __init__(self, root: Path, *, empty_store: bool) -> None:
-        self.root = root
+
+class DueIndex:
+    """The index of one FileStore (``root``: its ``due/`` directory; ``when``: when a
+    listed run is due, None: never)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        empty_store: bool,
+        when: Callable[[RunInfo], float | None] = takeable_at,
+    ) -> None:
+        self.root, self.when = root, when
         self._noted: dict[str, tuple[str, str]] = {}  # run file -> (bucket, etag) noted last
         self._lock = threading.Lock()
         _mkdir(root)
@@ -128,7 +143,7 @@ class DueIndex:
         """Note every run of a full listing, then mark the index complete."""
         for info in runs:
             if info.error is None:
-                at = due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
+                at = self.when(info)
                 if at is not None:
                     self._touch(bucket_of(at), name_of(info.run_id))
         self._mark_complete()
@@ -162,11 +177,7 @@ class DueIndex:
         for bucket, name in list(self.due(at)):
             info = read(name)
             ok = info is not None and info.error is None
-            due = (
-                due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
-                if ok and info
-                else None
-            )
+            due = self.when(info) if ok and info else None
             if due is None or bucket_of(due) != bucket:
                 self.correct(
                     bucket, name, functools.partial(lock, name), functools.partial(read, name)
@@ -190,11 +201,7 @@ class DueIndex:
             if not held:
                 return
             info = read()
-            at = (
-                None
-                if info is None
-                else due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
-            )
+            at = None if info is None else self.when(info)
             if info is not None and info.error is not None:
                 return  # unreadable: left for the operator (the listing shows it)
             if at is not None:

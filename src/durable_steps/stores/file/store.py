@@ -44,7 +44,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ...seam.checkpoint import ENDED, Checkpoint, RunInfo, evolve, head_of
+from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
 from ...seam.encoded import decoded
@@ -65,6 +65,7 @@ from . import history as kept_logs
 from . import listing as runs_listing
 from . import platform
 from .due_index import DueIndex, due_at
+from .expiry import ExpiryIndex
 from .fileio import (
     GONE,
     INTACT,
@@ -124,6 +125,7 @@ class FileStore(Store):
             for d in (self.path, self._runs, self._locks):
                 make_dir(d)
             self._due = DueIndex(self.path / "due", empty_store=fresh)
+            self._expiry = ExpiryIndex(self.path, finished_ttl, empty_store=fresh)
         self._open_files = OpenFiles(self._stripes)
         self._items = ItemLogs(self.path / "items")
         weakref.finalize(self, self._open_files.close)  # a store dropped unclosed closes its files
@@ -180,8 +182,10 @@ class FileStore(Store):
             with self._open_files.hold(stripe) as held:
                 assert held is not None
                 bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
+                expires = self._expiry.note(target.name, checkpoint, doc["updated_at"])
                 written = self._writer.save(held, target, checkpoint, doc, signals)
                 self._due.noted(target.name, bucket, etag)
+                self._expiry.noted(target.name, expires, etag)
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
@@ -206,9 +210,11 @@ class FileStore(Store):
             with self._open_files.hold(stripe) as held:
                 assert held is not None
                 bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
+                expires = self._expiry.note(target.name, checkpoint, doc["updated_at"])
                 written = self._writer.save_head(held, target, checkpoint, doc)
                 if written is not None:
                     self._due.noted(target.name, bucket, doc["etag"])
+                    self._expiry.noted(target.name, expires, doc["etag"])
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         if written is None:
@@ -256,6 +262,7 @@ class FileStore(Store):
                     raise os_error(exc, what, target, self.path, GONE) from exc
         self._writer.forget(run_id)
         self._due.forget(target.name)
+        self._expiry.forget(target.name)
         return True
 
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
@@ -335,13 +342,19 @@ class FileStore(Store):
 
     def delete_expired(self, now: float | None = None) -> int:
         """Delete the runs that ended more than ``finished_ttl`` seconds ago (their
-        history too); how many. A run changed meanwhile is left for the next pass."""
-        if self.finished_ttl is None:
-            return 0
-        cutoff = (time.time() if now is None else now) - self.finished_ttl
-        gone = 0
-        for info in list(self.listing(RunFilter(updated_before=cutoff))):
-            if info.error is None and info.status in ENDED:
+        history too), found in the expiry index (``expiry``); how many. A run changed
+        meanwhile is left for the next pass."""
+        gone, d = 0, self._dir()
+        with self._io("delete the expired runs in", None, self.path / "expiry", ""):
+            for info in list(
+                self._expiry.due(
+                    time.time() if now is None else now,
+                    lambda: self.listing(RunFilter()),
+                    lambda r: self.file_for(r).name,
+                    lambda name: runs_listing.entry_of(d, self._runs / name),
+                    lambda name: self._try_lock(self._runs / name),
+                )
+            ):
                 with contextlib.suppress(ConflictError):
                     gone += self.delete(info.run_id, etag=info.etag)
         return gone
