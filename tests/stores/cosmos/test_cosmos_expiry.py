@@ -72,8 +72,10 @@ def test_an_idle_pass_costs_the_same_with_10_or_2000_long_lived_runs(
         long_lived(seeding, [f"{run_id}-{i}" for i in range(10, 2000)])
         many = pass_cost(store, proxy, later)
     assert few[0] == many[0] == 1  # one query of the index partition
-    assert few[1] == many[1]
-    assert abs(few[2] - many[2]) <= 16, (few, many)  # (answer headers: a session token)
+    # Bytes: equal but for the session token both ways, whose counter gains a digit
+    # as the container's writes grow (10 vs 4,000 here); the earlier sweep received
+    # one row per item (the run id of each of the 2,000 chunks).
+    assert abs(few[1] - many[1]) <= 8 and abs(few[2] - many[2]) <= 8, (few, many)
 
 
 def test_an_expired_run_leaves_nothing_and_others_keep_everything(cosmos_local: Cosmos) -> None:
