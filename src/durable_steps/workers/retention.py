@@ -6,8 +6,11 @@ Cosmos DB expires a run's head and snapshot itself (item TTL; its ``delete_expir
 what they leave once the head is gone: streams, events, kept history); the file
 and memory stores have no such service, so the worker asks them (``Store.delete_expired``)
 once per ``EVERY`` seconds of its loop, and once per ``--once`` pass; ``durable-steps
-runs prune`` does the same from a shell or a cron job. A failure is logged, never
-stops the worker: the next pass tries again.
+runs prune`` does the same from a shell or a cron job. A pass costs what became due
+since the last one, not the runs the store keeps (issue 31 item 3): both stores keep an
+index of runs by when they expire, written by the save that ends a run
+(``stores.cosmos.expiry``, ``stores.file.expiry``). A failure is logged, never stops
+the worker: the next pass tries again.
 """
 
 from __future__ import annotations
