@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.stores.file import due_index
 
 TTL = 3600
 
@@ -86,3 +87,18 @@ def test_a_store_written_without_the_index_is_listed_once(tmp_path: Path) -> Non
     store = ds.FileStore(tmp_path, finished_ttl=60)
     assert store.delete_expired(now=time.time() + 120) == 2
     assert list(store.list_runs()) == []
+
+
+def test_an_entry_of_a_save_that_crashed_before_its_run_file_is_harmless(tmp_path: Path) -> None:
+    """A save notes the entry before it writes the run's file: a crash between the two
+    leaves an entry of a run that has not ended (made here as that save would have). A
+    pass checks the file, keeps the run, and removes the entry."""
+    store = ds.FileStore(tmp_path, finished_ttl=60)
+    running = store.save(ds.Checkpoint("r", -1, {"n": 1}))
+    bucket = due_index.bucket_of(time.time() + 60)
+    (tmp_path / "expiry" / bucket).mkdir(exist_ok=True)
+    (tmp_path / "expiry" / bucket / store.file_for("r").name).touch()
+    assert store.delete_expired(now=time.time() + 120) == 0
+    loaded = store.load("r")
+    assert loaded is not None and loaded.etag == running.etag
+    assert not any((tmp_path / "expiry").rglob("r-*"))
