@@ -25,6 +25,10 @@ runs the operation and returns its result already encoded by Pydantic AI's
 ``ModelRetry`` as data); the journal keeps that JSON, and Pydantic AI decodes what
 the journal returns -- the same value live and on replay. Nothing is pickled.
 
+Streamed requests (``run_stream``, ``iter`` with ``node.stream``) reach the caller live
+and the run stream ``Durable(stream="model")`` as the model produces them, and are
+recorded when complete (``_live``: its design at its top).
+
 Call names (what ``StepMismatchError`` compares when a step runs again):
 ``model.request`` (``model.request_stream`` when streamed; ``:MODEL_ID`` added for
 a model other than the agent's own), ``tool.NAME``, ``tool.NAME.validate_args``
