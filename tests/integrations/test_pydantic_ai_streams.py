@@ -174,3 +174,67 @@ def test_stream_none_writes_no_run_stream_and_the_handler_sees_each_event_once(
 
     asyncio.run(main())
     assert handled == ["PartStartEvent"]
+
+
+def test_a_caller_that_stops_reading_early_still_gets_the_call_recorded(run_id: str) -> None:
+    """A caller that leaves ``run_stream`` after its first delta: the call runs to its end
+    and is recorded (the whole answer in the run stream), so the resumed step asks the
+    model nothing; the run is not cancelled by the stream's close."""
+    asked: list[int] = []
+
+    async def stream(messages: Any, info: Any) -> Any:
+        asked.append(1)
+        for token in TOKENS:
+            yield token
+
+    agent = Agent(FunctionModel(never, stream_function=stream), capabilities=[Durable()])
+    stop = [False, True]
+
+    async def step(state: Any) -> dict[str, Any]:
+        first = None
+        async with agent.run_stream("go") as streamed:
+            async for first in streamed.stream_text(delta=True, debounce_by=None):  # noqa: B007 - kept
+                break
+        if stop.pop():
+            raise Crash
+        return {"first": first}
+
+    async def main() -> dict[str, Any]:
+        async with ds.AsyncMemoryStore() as store:
+            with pytest.raises(Crash):
+                await ds.run_async(run_id, [ds.Step("s", step)], store)
+            assert [c for _, c in await entries(store, run_id)] == [{"text": t} for t in TOKENS]
+            return await ds.run_async(run_id, [ds.Step("s", step)], store)
+
+    assert asyncio.run(main()) == {"first": "".join(TOKENS)}  # the replay: the record, whole
+    assert asked == [1]
+
+
+def test_run_stream_sync_in_a_run_step_streams_live_too(run_id: str) -> None:
+    """``agent.run_stream_sync`` in a step run by ``run()``: the deltas one by one, the
+    run stream written, the model asked once across a crash."""
+    asked: list[int] = []
+
+    async def stream(messages: Any, info: Any) -> Any:
+        asked.append(1)
+        for token in TOKENS:
+            yield token
+
+    agent = Agent(FunctionModel(never, stream_function=stream), capabilities=[Durable()])
+    stop = [False, True]
+
+    def step(state: Any) -> dict[str, Any]:
+        deltas = list(agent.run_stream_sync("go").stream_text(delta=True, debounce_by=None))
+        if stop.pop():
+            raise Crash
+        return {"deltas": deltas}
+
+    with ds.MemoryStore() as store:
+        with pytest.raises(Crash):
+            ds.run(run_id, [ds.Step("s", step)], store)
+        first = list(ds.read_stream(store, run_id, "model", follow=False))
+        assert [c for _, c in first] == [{"text": t} for t in TOKENS]
+        state = ds.run(run_id, [ds.Step("s", step)], store)
+        assert list(ds.read_stream(store, run_id, "model", follow=False)) == first
+    assert "".join(state["deltas"]) == "".join(TOKENS)
+    assert asked == [1]

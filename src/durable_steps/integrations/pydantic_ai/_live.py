@@ -239,6 +239,14 @@ class LiveModel(DurableModel):
             else:
                 yield LiveStream(call, channel, model_request_parameters=model_request_parameters)
             await asyncio.shield(call)  # a caller that stopped reading: the call still records
+        except (asyncio.CancelledError, GeneratorExit):
+            # A stream its consumer left early, closed (or cancelled) by Pydantic AI: the
+            # call is let finish and record, as a save is (and a cancelled append would
+            # cancel the run). A lost lease or a cancelled run ends it at its next append.
+            while not call.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(call)
+            raise
         except BaseException:
             call.cancel()
             with contextlib.suppress(BaseException):
