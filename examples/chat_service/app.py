@@ -12,7 +12,7 @@
   chunk (``{"text": ...}``), a ``reset`` event (``{"since": N}``) says that the chunks
   from offset N on were written by a model call that was interrupted (its worker
   died) and are replaced by what follows, ``end`` closes the stream when the run
-  ended (``{"status": ..., "answer": ...}``).
+  ended with its result (``{"status": "completed", "answer": ...}``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,17 @@ from starlette.routing import Route
 from agent import CHAT, STREAM
 from durable_steps import (
     AsyncStore,
+    RunCancelledError,
+    RunFailedError,
     StreamReset,
     async_store_from_env,
     read_stream_async,
+    wait_for_result_async,
 )
 
 PAGE = Path(__file__).with_name("index.html")
+END_WAIT = 30.0
+"""Seconds the ``end`` event waits for the run's result once its stream ended."""
 
 
 def offset_after(request: Request) -> int | None:
@@ -59,11 +64,17 @@ async def events(
             yield ServerSentEvent(json.dumps({"since": chunk.since}), event="reset", id=str(offset))
         else:
             yield ServerSentEvent(json.dumps(chunk), event="token", id=str(offset))
-    info = await store.run_info(run_id)
-    checkpoint = await store.load(run_id) if info and info.status == "completed" else None
-    answer = checkpoint.state.get("answer") if checkpoint else None
-    status = info.status if info else "missing"
-    yield ServerSentEvent(json.dumps({"status": status, "answer": answer}), event="end")
+    # The stream is closed as the step ends: its answer comes with the run's last save.
+    try:
+        state = await wait_for_result_async(store, run_id, timeout=END_WAIT, interval=0.05)
+        end: dict[str, Any] = {"status": "completed", "answer": state.get("answer")}
+    except RunFailedError as exc:
+        end = {"status": "failed", "error": str(exc)}
+    except RunCancelledError:
+        end = {"status": "cancelled"}
+    except TimeoutError:
+        end = {"status": "running"}  # the stream ended before the run: read its result later
+    yield ServerSentEvent(json.dumps(end), event="end")
 
 
 async def page(request: Request) -> FileResponse:

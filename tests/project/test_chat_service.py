@@ -116,14 +116,15 @@ def test_a_page_reading_a_chat_continues_at_its_offset_after_the_worker_dies(
     processes: Processes,
 ) -> None:
     """Killed after the client got KILL_AFTER tokens, the worker's run is resumed by
-    another; the client reconnects with Last-Event-ID and receives every offset after
+    another (started while the first held it, so it takes it over once the first is
+    gone); the client reconnects with Last-Event-ID and receives every offset after
     it; across both connections the offsets are 0, 1, 2, ... each once; a ``reset``
     event marks the killed model call's chunks; with it applied, the text shown is the
     model's whole answer, and the ``end`` event says the run completed with it."""
     question = "Why durable?"
     expected = example_agent().answer_to(question)
+    first = processes.worker(1, delay="0.1")  # starting while uvicorn starts
     url = processes.server()
-    first = processes.worker(1, delay="0.1")
     with httpx.Client(base_url=url, timeout=WAIT) as client:
         started = client.post("/chats", json={"question": question})
         assert started.status_code == 201, started.text
@@ -132,15 +133,18 @@ def test_a_page_reading_a_chat_continues_at_its_offset_after_the_worker_dies(
         with client.stream("GET", stream) as response:
             for entry in sse(response):
                 got.append(entry)
-                if sum(e == "token" for e, _, _ in got) == KILL_AFTER:
+                tokens = sum(e == "token" for e, _, _ in got)
+                if tokens == 1:  # the run is the first worker's: the second one waits
+                    processes.worker(2, delay="0.005")
+                if tokens == KILL_AFTER:
                     break
         first.send_signal(signal.SIGKILL)  # mid-answer: its model call is in flight
         assert first.wait(timeout=WAIT) == -signal.SIGKILL
-        processes.worker(2, delay="0.005")
         last = got[-1][1]
         with client.stream("GET", stream, headers={"Last-Event-ID": str(last)}) as response:
             got += list(sse(response))
         assert client.get("/chats/chat-none/stream").status_code == 404
+        assert "new EventSource(chat.stream)" in client.get("/").text
 
     ids = [i for _, i, _ in got if i is not None]
     assert ids == list(range(len(ids)))  # each offset once, in order, no gap
