@@ -20,6 +20,10 @@ events while the model produces them, and they go to the run's stream too:
   -- waits for the first event or the call's end, and yields a ``LiveStream`` that
   yields the events as they come (applied to its parts, so ``get()`` is the response
   so far). When the call has returned, the recorded response is what ``get()`` gives.
+- A caller that stops reading early (Pydantic AI then closes or cancels the stream):
+  the call still runs to its end and records, as a save is let finish; a lost lease
+  or a cancelled run ends it at its next append (``journal.check``). Any other
+  exception into the stream (a crash) cancels the call: it records nothing.
 - On replay the call returns its record without running: no event comes, nothing is
   written, and the caller gets the recorded response as Pydantic AI hands it over
   (one event per part), as without this module. A call that fails before its first
