@@ -199,14 +199,10 @@ class LiveModel(DurableModel):
 
     @classmethod
     def of(cls, model: DurableModel) -> LiveModel:
-        return cls(
-            model.wrapped,
-            request_segment=model._request_segment,
-            request_stream_segment=model._request_stream_segment,
-            compact_messages_segment=model._compact_messages_segment,
-            cancel_suspended_response_segment=model._cancel_suspended_response_segment,
-            count_tokens_segment=model._count_tokens_segment,
-        )
+        """``model`` itself, as a ``LiveModel``: its segments, whichever a release has."""
+        live = cls.__new__(cls)
+        vars(live).update(vars(model))
+        return live
 
     def _with_serving_wrapper(self, wrap: Callable[[Model], Model]) -> Model:
         model = super()._with_serving_wrapper(wrap)
