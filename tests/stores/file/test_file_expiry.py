@@ -80,13 +80,20 @@ def test_a_pass_deletes_what_is_due_and_keeps_what_was_resumed(tmp_path: Path) -
 
 
 def test_a_store_written_without_the_index_is_listed_once(tmp_path: Path) -> None:
-    """Runs ended by a store opened without finished_ttl are not noted: that store marks
-    the index incomplete, and the next pass rebuilds it from one full listing."""
+    """Runs ended by a store opened without finished_ttl are not noted: its save of one
+    marks the index incomplete (its reads and other saves do not), and the next pass
+    rebuilds it from one full listing."""
     ended(ds.FileStore(tmp_path, finished_ttl=60), ["noted"])
-    ended(ds.FileStore(tmp_path), ["unnoted"])
+    complete = tmp_path / "expiry" / ".complete"
+    without = ds.FileStore(tmp_path)
+    assert len(list(without.list_runs())) == 1
+    without.save(ds.Checkpoint("running", -1, {}))
+    assert complete.exists()
+    ended(without, ["unnoted"])
+    assert not complete.exists()
     store = ds.FileStore(tmp_path, finished_ttl=60)
     assert store.delete_expired(now=time.time() + 120) == 2
-    assert list(store.list_runs()) == []
+    assert [i.run_id for i in store.list_runs()] == ["running"] and complete.exists()
 
 
 def test_an_entry_of_a_save_that_crashed_before_its_run_file_is_harmless(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ and its entry moves). A save of a running run notes nothing: no file opened.
 Stores written without the index (an earlier version, a store opened without
 ``finished_ttl``) are covered by one full listing: the first pass of a store whose
 ``expiry/.complete`` is missing rebuilds the index from it. A store opened without
-``finished_ttl`` does not note what it ends, so it removes ``.complete`` when it opens:
-the next pass with a ttl lists everything once more.
+``finished_ttl`` does not note the runs it ends, so a save of one removes ``.complete``
+(one ``unlink``, usually of nothing): the next pass with a ttl lists everything once
+more. Its other saves, and its reads, leave the index alone.
 """
 
 from __future__ import annotations
@@ -37,13 +38,10 @@ class ExpiryIndex:
 
     def __init__(self, path: Path, ttl: float | None, *, empty_store: bool) -> None:
         self.ttl = ttl
-        root = path / "expiry"
+        self._complete = path / "expiry" / COMPLETE
         self._index: DueIndex | None = None
-        if ttl is None:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(root / COMPLETE)
-        else:
-            self._index = DueIndex(root, empty_store=empty_store, when=self._listed)
+        if ttl is not None:
+            self._index = DueIndex(path / "expiry", empty_store=empty_store, when=self._listed)
 
     def at(self, status: str | None, updated_at: float | None) -> float | None:
         """When a run of this status, saved at ``updated_at``, expires; None: never."""
@@ -57,8 +55,13 @@ class ExpiryIndex:
     def note(self, name: str, cp: Checkpoint, updated_at: float) -> str | None:
         """Before a save of ``cp`` (stamped ``updated_at``) writes run file ``name``: see
         ``DueIndex.note``. A run that does not end notes nothing (no file opened)."""
+        if self._index is None:
+            if cp.status in ENDED:  # not noted: the next pass with a ttl lists everything
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self._complete)
+            return None
         at = self.at(cp.status, updated_at)
-        return None if self._index is None or at is None else self._index.note(name, at, cp.etag)
+        return None if at is None else self._index.note(name, at, cp.etag)
 
     def noted(self, name: str, bucket: str | None, etag: str) -> None:
         if self._index is not None:
