@@ -8,12 +8,16 @@ costs its difference. A killed process is in test_agent_framework_processes.py."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel, Field
 
 pytest.importorskip("agent_framework")
 
@@ -113,6 +117,24 @@ def test_save_returns_its_id_and_load_returns_an_equal_copy(af: AF) -> None:
         Note,
         str,
     )
+
+
+class Tagged(BaseModel):
+    """A Pydantic model of the caller's, a field of it under an alias."""
+
+    kind: str = Field(alias="type")
+    notes: list[Note] = []
+
+
+def test_a_pydantic_model_comes_back_as_its_type(af: AF) -> None:
+    """A caller's Pydantic model (``types=``) is kept as typed values are (its JSON by
+    alias) and comes back as an equal instance of its class, aliased fields included."""
+    storage = DurableCheckpointStorage(af.storage.store, types=[Note, Tagged])
+    value = Tagged(type="review", notes=[Note("a")])
+    cp = checkpoint(state={"tagged": value})
+    af.run(storage.save(cp))
+    loaded = af.run(storage.load(cp.checkpoint_id)).state["tagged"]
+    assert type(loaded) is Tagged and loaded == value
 
 
 def test_results_are_the_callers_own_copies(af: AF) -> None:
@@ -321,3 +343,38 @@ def test_a_superstep_that_changes_5_kb_of_1_mb_sends_about_5_kb(
     assert sent(first) > 1_000_000
     assert 5_000 < sent(second) < 15_000
     assert run(DurableCheckpointStorage(store).load(second.checkpoint_id)).state == second.state
+
+
+def test_an_encrypting_store_keeps_the_checkpoints_values_encrypted(
+    tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
+    """On a FileStore with AES-256-GCM on, a checkpoint's state and messages (a caller's
+    Pydantic model among them) are not on disk in clear and load back equal; without the
+    key, reading the run is a CodecError naming the key id."""
+    keys = ds.Keyring("k1", {"k1": base64.b64encode(os.urandom(32)).decode()})
+    path = tmp_path / "runs"
+    storage = DurableCheckpointStorage(
+        ds.FileStore(path, codec=ds.ValueCodec(keys=keys)), types=[Note, Tagged]
+    )
+
+    def run(coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(60)
+
+    cp = checkpoint(
+        state={"topic": "secret-cats", "tagged": Tagged(type="private-review")},
+        messages={"w": [WorkflowMessage(data=Note("hidden-note"), source_id="s", target_id="w")]},
+    )
+    run(storage.save(cp))
+    on_disk = b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())
+    for clear in (b"secret-cats", b"private-review", b"hidden-note"):
+        assert clear not in on_disk, clear
+    loaded = run(storage.load(cp.checkpoint_id))
+    assert loaded.state == cp.state and loaded.messages["w"][0].data == Note("hidden-note")
+    plain = ds.FileStore(path)
+    errors = []
+    for info in plain.list_runs():  # the checkpoint's run, among the storage's runs
+        try:
+            plain.load(info.run_id)
+        except ds.CodecError as exc:
+            errors.append(str(exc))
+    assert errors and all("k1" in e for e in errors)

@@ -224,6 +224,14 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
     """The public surface changes only on purpose."""
     assert sorted(ds.__all__) == sorted(
         [
+            "PendingMessage",
+            "pending_messages",
+            "pending_messages_async",
+            "StreamInfo",
+            "list_streams",
+            "list_streams_async",
+            "stream_info",
+            "stream_info_async",
             "AsyncCosmosStore",
             "AsyncFileStore",
             "AsyncMemoryStore",
@@ -246,6 +254,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "MessageTimeoutError",
             "MissingExtraError",
             "Queue",  # queues
+            "Recorded",
             "Recovered",
             "Retry",
             "RunInfo",
@@ -317,6 +326,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "store_for",
             "store_from_env",
             "track_tasks",
+            "typed_as",
             "upgrade_run",  # lifecycle (issue 33)
             "upgrade_run_async",
             "wait_for_signal",
