@@ -65,19 +65,6 @@ def af(backend: Backend, loop: asyncio.AbstractEventLoop) -> AF:
     return AF(DurableCheckpointStorage(store, types=[Note]), run, backend.store)
 
 
-def older_checkpoints_load(request: pytest.FixtureRequest, backend: Backend) -> None:
-    """Marks a test that loads a checkpoint older than its chain's last: on Cosmos DB
-    that is the store's history (issue 33, branch ``history``), which as merged here
-    (its 59ac647) keeps no step of a run whose data is small enough to sit in its head (a
-    store-level repro: save steps 0..2 of a small run, ``load_at(run, 0)`` raises
-    StepNotKeptError). Until history keeps them there, these fail on Cosmos DB: xfail,
-    strict, so the mark goes when they pass."""
-    if backend.name.startswith("cosmos"):
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="Cosmos DB history keeps no inline step yet")
-        )
-
-
 def checkpoint(workflow: str = "wf", **fields: Any) -> WorkflowCheckpoint:
     return WorkflowCheckpoint(workflow_name=workflow, graph_signature_hash="h", **fields)
 
@@ -171,12 +158,9 @@ def test_listing_filters_by_workflow_and_get_latest_takes_the_latest(af: AF) -> 
     assert af.run(af.storage.get_latest(workflow_name="unknown")) is None
 
 
-def test_a_missing_checkpoint_raises_and_delete_removes_one(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_missing_checkpoint_raises_and_delete_removes_one(af: AF) -> None:
     """``load`` of an unknown id raises ``WorkflowCheckpointException``; ``delete`` says
     whether there was one, and a deleted one is neither loaded nor listed nor latest."""
-    older_checkpoints_load(request, backend)
     with pytest.raises(WorkflowCheckpointException):
         af.run(af.storage.load("nonexistent-id"))
     assert af.run(af.storage.delete("nonexistent-id")) is False
@@ -196,12 +180,9 @@ def test_a_missing_checkpoint_raises_and_delete_removes_one(
     assert [i.run_id for i in af.store.list_runs() if "af-chain" in i.run_id] == []
 
 
-def test_a_chain_is_one_run_and_its_older_checkpoints_load(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_chain_is_one_run_and_its_older_checkpoints_load(af: AF) -> None:
     """Successive checkpoints of a workflow run are the steps of one run of ours, named
     by their ids; an older one loads from the store's history as it was saved."""
-    older_checkpoints_load(request, backend)
     chain = [checkpoint(state={"log": []})]
     for n in range(1, 4):
         log = [*chain[-1].state["log"], f"entry {n}"]
@@ -222,13 +203,10 @@ def test_a_chain_is_one_run_and_its_older_checkpoints_load(
         assert af.run(af.storage.load(cp.checkpoint_id)).state == cp.state
 
 
-def test_a_checkpoint_is_written_once(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_checkpoint_is_written_once(af: AF) -> None:
     """A second save of a checkpoint id raises ``ConflictError``, and so does an append
     to a chain that another writer extended since this one read it (two processes resumed
     from the same checkpoint at once); what was stored stays."""
-    older_checkpoints_load(request, backend)
     cp = checkpoint(state={"v": 1})
     af.run(af.storage.save(cp))
     with pytest.raises(ds.ConflictError, match="written once"):
@@ -244,12 +222,9 @@ def test_a_checkpoint_is_written_once(
     assert len(af.run(other.list_checkpoint_ids(workflow_name="wf"))) == 2
 
 
-def test_a_resume_from_an_older_checkpoint_starts_a_chain_of_its_own(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_resume_from_an_older_checkpoint_starts_a_chain_of_its_own(af: AF) -> None:
     """A checkpoint after one that is not its chain's last (a resume from an older
     checkpoint) is kept in a chain of its own; both chains load whole."""
-    older_checkpoints_load(request, backend)
     one = checkpoint(state={"v": 1})
     two = checkpoint(previous_checkpoint_id=one.checkpoint_id, state={"v": 2})
     branch = checkpoint(previous_checkpoint_id=one.checkpoint_id, state={"v": 3})
