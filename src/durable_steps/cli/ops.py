@@ -82,6 +82,8 @@ def doctor(read_all: bool) -> None:
     if config and check("open the store", open_store):
         with opened[0] as store:
             _layout(store)
+            if store.kind == "CosmosStore":
+                check("container indexes", lambda: _indexes(store))
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
                 "write a probe checkpoint",
@@ -151,6 +153,25 @@ def _layout(store: Store) -> None:
         say(("✓ ", "green"), "container layout: partition key /run (a head and segments per run)")
     else:
         say(("! ", "yellow"), f"container layout: {store.legacy_advice()}")
+
+
+def _indexes(store: Store) -> str:
+    """A Cosmos DB container's indexing policy indexes what a worker's look filters on;
+    else what is missing and how to add it (a look's query would be refused)."""
+    from ..stores.cosmos.container import QUERIED, unindexed
+    from ..stores.cosmos.store import CosmosStore
+
+    assert isinstance(store, CosmosStore)
+    missing = unindexed(store.indexing_policy)
+    if missing:
+        raise ConfigurationError(
+            f"the container's indexing policy leaves out {', '.join(missing)}: a worker's "
+            "look (a query on status, lease expiry and wake time) is refused or scans every "
+            "item. Include them (or /*) in its indexingPolicy; infra/main.bicep provisions "
+            "the policy, and 'az cosmosdb sql container update --idx' changes it in place",
+            variable="COSMOS_CONTAINER",
+        )
+    return f"{', '.join(QUERIED)} indexed (a worker's look is an index query)"
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:

@@ -19,6 +19,11 @@ INDEXING = {
 }
 """Data is read by id and by generation, never queried: not indexing it makes saves
 cheaper (what infra/main.bicep sets, for containers a store creates)."""
+QUERIED = ("seg", "workflow", "status", "lease_expires", "wake_at", "deadline")
+"""The properties a worker's look filters on (``listing.takeable_query``): each must be
+indexed (range), or the service refuses the query (a filter on a path excluded from
+indexing) or scans the container. Equality and range filters without ORDER BY need no
+composite index."""
 PARALLEL = 8
 """Requests a save or a delete sends at once (a large snapshot's parts, a fold's deletes)."""
 
@@ -32,3 +37,29 @@ def new_container(database: Any, name: str) -> Any:
         indexing_policy=INDEXING,
         return_properties=True,
     )
+
+
+def unindexed(policy: Any) -> list[str]:
+    """The paths of ``QUERIED`` that the indexing policy ``policy`` (a container's
+    ``indexingPolicy``) leaves out; all of them when the policy indexes nothing. A
+    path's most specific rule wins: ``/status/?`` excluded beats ``/*`` included."""
+    if not isinstance(policy, dict):
+        return [f"/{p}/?" for p in QUERIED]  # (a container's properties always have one)
+    if str(policy.get("indexingMode", "consistent")).lower() == "none":
+        return [f"/{p}/?" for p in QUERIED]
+
+    def paths(key: str) -> set[str]:
+        rules = policy.get(key)
+        if not isinstance(rules, list):
+            return set()
+        return {str(r.get("path")) for r in rules if isinstance(r, dict)}
+
+    # No includedPaths at all is the service's default: every path.
+    included = paths("includedPaths") if "includedPaths" in policy else {"/*"}
+    excluded = paths("excludedPaths")
+    missing = []
+    for p in QUERIED:
+        own = {f"/{p}/?", f"/{p}/*"}
+        if own & excluded or not (own & included or "/*" in included):
+            missing.append(f"/{p}/?")
+    return missing
