@@ -1,4 +1,4 @@
-"""Part 10: the fleet (issue 31) -- what a worker's look costs with many runs leased
+"""Part 15: the fleet (issue 31) -- what a worker's look costs with many runs leased
 by live workers, and 200 concurrent async agent runs in one worker process.
 
 - ``looks``: a store holds N runs leased by a live worker (lease an hour ahead) and 5
@@ -77,7 +77,7 @@ def looks(
             got[label] = _look_times(store, workflow, repeat)
     (none, _, answered_none), (many, scan, answered) = got["none"], got["many"]
     table.add(
-        "10", f"{name}: a look, {FREE} free runs alone", ms(none), note=f"{answered_none} runs sent"
+        "15", f"{name}: a look, {FREE} free runs alone", ms(none), note=f"{answered_none} runs sent"
     )
     what = f"{name}: a look, {n:,} leased by live workers + {FREE} free"
     if name == "cosmos-local":
@@ -85,7 +85,7 @@ def looks(
         # with the container whatever the filter. What the look transfers does not: judged
         # on the rows sent (one page, one request either way); the time is shown.
         table.judge(
-            "10",
+            "15",
             f"{what}: rows sent",
             f"{answered} rows",
             answered / max(answered_none, 1),
@@ -95,7 +95,7 @@ def looks(
         )
         return
     table.judge(
-        "10",
+        "15",
         what,
         ms(many),
         many / none,
@@ -201,7 +201,7 @@ def agents(
         theirs = cpu_seconds(server) - theirs
         cpu += f", the cosmos-local server {theirs:.2f} s ({ms(theirs / runs)} a run)"
     table.judge(
-        "10",
+        "15",
         f"{name}: {runs} async agent runs, {TURNS} x 1 s model calls, one process",
         f"{r['wall']:.2f} s",
         r["wall"] / TURNS,
