@@ -22,7 +22,15 @@ from .runner.events import (
 from .runner.fork import fork_run, fork_run_async
 from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
-from .runner.mailbox import receive, receive_async, send_message, send_message_async
+from .runner.mailbox import (
+    PendingMessage,
+    pending_messages,
+    pending_messages_async,
+    receive,
+    receive_async,
+    send_message,
+    send_message_async,
+)
 from .runner.patches import patched
 from .runner.queues import Queue
 from .runner.results import wait_for_result, wait_for_result_async
@@ -30,6 +38,13 @@ from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
+from .runner.stream_index import (
+    StreamInfo,
+    list_streams,
+    list_streams_async,
+    stream_info,
+    stream_info_async,
+)
 from .runner.streams import (
     StreamReset,
     close_stream,
@@ -108,6 +123,7 @@ __all__ = [
     "MemoryStore",
     "MessageTimeoutError",
     "MissingExtraError",
+    "PendingMessage",
     "Queue",
     "Recovered",
     "Retry",
@@ -127,6 +143,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreError",
+    "StreamInfo",
     "StreamReset",
     "TooManyAttemptsError",
     "ValueCodec",
@@ -149,9 +166,13 @@ __all__ = [
     "get_event_async",
     "get_events",
     "get_events_async",
+    "list_streams",
+    "list_streams_async",
     "load_at",
     "load_at_async",
     "patched",
+    "pending_messages",
+    "pending_messages_async",
     "read_stream",
     "read_stream_async",
     "receive",
@@ -177,6 +198,8 @@ __all__ = [
     "start_child_async",
     "store_for",
     "store_from_env",
+    "stream_info",
+    "stream_info_async",
     "track_tasks",
     "upgrade_run",
     "upgrade_run_async",

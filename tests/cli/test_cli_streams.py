@@ -33,7 +33,8 @@ def streamed_run(cli: Cli, run_id: str) -> None:
 
 def test_stream_prints_chunks_and_resumes_after_an_offset(cli: Cli, run_id: str) -> None:
     """`runs stream` prints offset and chunk per line; --json one object per line;
-    --after N the rest; --follow stops at the run's end; an unknown run is one line."""
+    --after N the rest; --follow stops at the run's end; an unknown run is one line;
+    `runs streams` lists the run's streams with their lengths."""
     streamed_run(cli, run_id)
     done = cli("runs", "stream", run_id, "answer")
     assert done.returncode == 0, done.stderr
@@ -45,6 +46,8 @@ def test_stream_prints_chunks_and_resumes_after_an_offset(cli: Cli, run_id: str)
     ]
     missing = cli("runs", "stream", f"{run_id}-none", "answer")
     assert missing.returncode == 1 and "has no checkpoint" in missing.stderr
+    listed = cli("runs", "streams", run_id)
+    assert listed.stdout.splitlines() == ["answer\t3 entries\topen"], listed.stderr
 
 
 def test_events_and_show_list_the_published_events(cli: Cli, run_id: str) -> None:

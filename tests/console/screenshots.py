@@ -3,7 +3,11 @@
 A FileStore in a temporary directory gets a few runs -- a support agent SIGKILLed in its
 third call and resumed by another process (now waiting for its approval), invoices
 completed, a refund waiting, a run failed after its retries, one leased by a worker --
-then a console serves it and Chromium photographs the runs list and the agent's page.
+and a research agent that streamed its answer (one call interrupted and retried), set
+events and now waits for the user's next message, which was sent -- then a console
+serves it and Chromium photographs the runs list, the support agent's page and the
+research agent's panels (history with a step's state unfolded, events, mailbox,
+streams).
 """
 
 from __future__ import annotations
@@ -32,6 +36,51 @@ def _approve(state: Any) -> dict[str, Any]:
 def _flaky(state: Any) -> None:
     ds.call("crm", lambda: {"customer": "C-88"})
     raise ConnectionError("crm.example: connection reset by peer")
+
+
+def _research(state: Any) -> dict[str, Any]:
+    ds.set_event("progress", {"stage": "sources read", "percent": 40})
+    ds.write_stream("log", {"read": "KB-112"})
+    ds.write_stream("log", {"read": "KB-7"})
+    ds.close_stream("log")
+    return {"sources": ["KB-112", "KB-7"]}
+
+
+def _answer(state: Any) -> dict[str, Any]:
+    tries: list[int] = []
+
+    def model() -> str:
+        tries.append(1)
+        for token in ("Your order ", "left the ", "warehouse"):
+            ds.write_stream("answer", token)
+            if len(tries) == 1 and token == "left the ":
+                raise ConnectionError("the model dropped the connection")
+        return "Your order left the warehouse"
+
+    text = ds.call("llm", model, retry=ds.Retry(2, backoff=0))
+    ds.write_stream("answer", " on Tuesday.")
+    ds.close_stream("answer")
+    ds.set_event("progress", {"stage": "answered", "percent": 90})
+    return {"answer": text}
+
+
+RESEARCH = ds.Workflow(
+    "research",
+    [
+        ds.Step("research", _research),
+        ds.Step("answer", _answer),
+        ds.Step("follow-up", lambda s: {"question": ds.receive("user")}),
+    ],
+)
+
+
+def seed_research(store: ds.Store) -> str:
+    """A run with every panel filled: history, events, a message waiting, two streams."""
+    run_id = "research-88"
+    with contextlib.suppress(ds.RunWaiting):
+        RESEARCH.run(run_id, store, input={"question": "where is my order?"})
+    ds.send_message(store, run_id, "user", {"text": "and when will it arrive?"})
+    return run_id
 
 
 def seed(site: Site) -> str:
@@ -71,6 +120,7 @@ def main() -> None:
         with ds.FileStore(path) as store, ConsoleServer(store, port=0) as server:
             site = Site(server, store, env, "file")
             run_id = seed(site)
+            research = seed_research(store)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1200, "height": 640})
@@ -83,8 +133,19 @@ def main() -> None:
                 page.set_viewport_size({"width": 1200, "height": 1000})
                 page.evaluate("window.scrollTo(0, 0)")
                 page.screenshot(path=str(OUT / "console-run.png"))
+                page.goto(site.url(f"/run/{research}"))
+                page.locator("table.history tr[data-step='0'] a.fold").click()
+                page.wait_for_selector("table.history tr[data-step='0'] .folded .node")
+                for name in ("log", "answer"):
+                    page.wait_for_selector(f".stream[data-name={name}][data-done]")
+                top = page.locator(".panel-history").bounding_box()
+                end = page.locator(".panel-streams").bounding_box()
+                assert top is not None and end is not None
+                clip = {"x": 0, "y": top["y"] - 8, "width": 1200,
+                        "height": end["y"] + end["height"] - top["y"] + 16}  # fmt: skip
+                page.screenshot(path=str(OUT / "console-panels.png"), full_page=True, clip=clip)
                 browser.close()
-    print(f"wrote {OUT / 'console-runs.png'} and {OUT / 'console-run.png'}")
+    print(f"wrote console-runs.png, console-run.png and console-panels.png in {OUT}")
 
 
 if __name__ == "__main__":

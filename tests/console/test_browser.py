@@ -1,12 +1,12 @@
 """The console in a real browser (Playwright driving Debian's Chromium) against a real
-console server over a real store: the FileStore and cosmos-local.
-
-Not here yet: following a live stream -- streams do not exist yet (issue 32); the page
-has its panel and its script, and the test comes with them."""
+console server over a real store: the FileStore and cosmos-local. The list, a crashed
+run's timeline, the actions, the live refresh, a large state, a stream followed live,
+history, events and a message sent from the page."""
 
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from typing import Any
 
@@ -164,3 +164,97 @@ def test_a_large_state_is_loaded_a_key_and_a_page_at_a_time(
     expect(entry.locator(".folded a.more")).to_have_text("next 100 of 10,000")
     assert sum(received) < 1_000_000, received
     assert re.search(r"\b7\b", file_page.locator(".state li[data-key=ticket]").text_content())
+
+
+def test_a_stream_is_followed_live_while_the_run_writes_it(site: Site, page: Any) -> None:
+    """A run in another thread writes a stream while its page is open: the page shows
+    each entry as it lands (polling after the last offset it shows), the reset marker of
+    a call interrupted and retried as a line of its own, and stops once it is closed."""
+    run_id = f"stream-{uuid.uuid4().hex[:8]}"
+    wrote, go, tries, failed = threading.Event(), threading.Event(), [0], []
+
+    def tokens() -> str:
+        tries[0] += 1
+        ds.write_stream("out", f"try {tries[0]}")
+        if tries[0] == 1:
+            raise ConnectionError("the model dropped the connection")
+        return "ok"
+
+    def speak(state: Any) -> None:
+        ds.write_stream("out", "first")
+        wrote.set()
+        assert go.wait(60)
+        for n in range(1, 4):
+            ds.write_stream("out", f" chunk {n}")
+        ds.call("llm", tokens, retry=ds.Retry(2, backoff=0))
+        ds.close_stream("out")
+
+    def run() -> None:
+        try:
+            ds.run(run_id, [ds.Step("speak", speak)], site.store)
+        except BaseException as exc:  # shown by the assertion below
+            failed.append(exc)
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    try:
+        assert wrote.wait(60), failed
+        page.goto(site.url(f"/run/{run_id}"))
+        stream = page.locator(".stream[data-name=out]")
+        expect(stream.locator("[data-offset='0']")).to_have_text("first")
+        expect(stream.locator(".stream-state")).to_have_text("open: followed live")
+    finally:
+        go.set()
+        writer.join(60)
+    assert not failed, failed
+    expect(stream.locator("[data-offset='6']")).to_have_text("try 2")
+    expect(stream).to_have_attribute("data-done", "closed")
+    expect(stream.locator(".stream-state")).to_have_text("closed")
+    expect(stream.locator(".length")).to_have_text("7")
+    reset = stream.locator("[data-offset='5']")
+    expect(reset).to_have_class("reset")
+    expect(reset).to_contain_text("entries 4 to 4 were written by an interrupted attempt")
+    assert stream.locator(".chunks").text_content().startswith("first chunk 1 chunk 2 chunk 3")
+
+
+def _draft(state: Any) -> dict[str, Any]:
+    ds.set_event("progress", {"stage": "drafted"})
+    return {"draft": "v1"}
+
+
+CHAT = ds.Workflow(
+    "chat",
+    [
+        ds.Step("draft", _draft),
+        ds.Step("revise", lambda s: {"draft": "v2"}),
+        ds.Step("talk", lambda s: {"reply": ds.receive("chat")}),
+    ],
+)
+
+
+def test_history_events_and_a_message_sent_from_the_page(file_site: Site, file_page: Any) -> None:
+    """A run waiting for a message: its history lists the kept steps and unfolds the
+    state after the first one (not today's); its published event shows; a message sent
+    from the page, once confirmed, waits in the run's mailbox in the store and shows in
+    the mailbox panel."""
+    run_id = f"chat-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ds.RunWaiting):
+        CHAT.run(run_id, file_site.store)
+    file_page.goto(file_site.url(f"/run/{run_id}"))
+    expect(file_page.locator(".facts")).to_contain_text("waiting for a message on chat")
+    history = file_page.locator("table.history")
+    expect(history.locator("tr[data-step]")).to_have_count(2)
+    first = history.locator("tr[data-step='0']")
+    first.locator("a.fold").click()
+    expect(first.locator(".folded li[data-key=draft]")).to_contain_text('"v1"')
+    expect(file_page.locator(".state li[data-key=draft]")).to_contain_text('"v2"')
+    expect(file_page.locator(".panel-events li[data-key=progress]")).to_contain_text('"drafted"')
+    form = file_page.locator("form[data-action=message]")
+    form.locator("input[name=topic]").fill("chat")
+    form.locator("textarea[name=payload]").fill('{"text": "hello"}')
+    form.locator("button").click()
+    file_page.click("#confirm")
+    expect(file_page.locator("p.done")).to_have_text(f"message sent to run {run_id} on topic chat")
+    expect(file_page.locator(".panel-mailbox tr[data-topic=chat]")).to_contain_text('"hello"')
+    waiting = ds.pending_messages(file_site.store, run_id)
+    assert [(m.topic, m.payload) for m in waiting] == [("chat", {"text": "hello"})]

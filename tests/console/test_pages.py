@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 
 import durable_steps as ds
-from durable_steps.console import ConsoleServer, app
+from durable_steps.console import ConsoleServer, app, sources
 
 from .conftest import Counting, Site
 
@@ -63,17 +63,46 @@ def test_a_fold_that_no_longer_fits_the_value_says_so(file_site: Site) -> None:
     assert file_site.get("/run/folded/value?root=secrets").status == 404
 
 
-def test_features_to_come_have_panels_that_say_so(file_site: Site) -> None:
-    """History, events, mailbox and streams: a panel each -- history's with the run's
-    completed steps (run_history, issue 33), the others with their empty-state text; a
-    stream's chunks answer 404 with the same text."""
-    ds.run("plain", [ds.Step("a", lambda s: {})], file_site.store)
-    page = file_site.get("/run/plain").body
-    for what in ("history", "events", "mailbox", "streams"):
-        assert f"panel-{what}" in page
-    assert "Once history is kept (run_history)" not in page
-    stream = file_site.get("/run/plain/stream/tokens?after=-1")
-    assert stream.status == 404 and "write_stream" in json.loads(stream.body)["error"]
+def _streams(state: Any) -> dict[str, Any]:
+    ds.set_event("progress", {"pct": 50})
+    ds.write_stream("out", "Hel")
+    ds.write_stream("out", {"n": 1})
+    return {"x": 1}
+
+
+def _closes(state: Any) -> dict[str, Any]:
+    ds.close_stream("out")
+    return {"x": 2}
+
+
+def test_the_panels_show_history_events_mailbox_and_streams(file_site: Site) -> None:
+    """History lists each kept step with a link that loads the state after it (load_at);
+    events fold like the state; a stream's entries come after an offset with whether it
+    is done; a step that is not kept, and a stream of a run that does not exist, answer
+    404 with the library's message."""
+    steps = [ds.Step("first", _streams), ds.Step("second", _closes)]
+    ds.run("panels", steps, file_site.store)
+    page = file_site.get("/run/panels").body
+    assert page.count('<tr data-step="') == 2
+    assert 'href="/run/panels/value?root=step-0"' in page
+    assert 'data-root="events"' in page and 'data-key="progress"' in page
+    assert '<span class="length">2</span> entries' in page and ">closed</span>" in page
+    assert sources.EMPTY["mailbox"] in page
+    after = file_site.get("/run/panels/value?root=step-0")
+    assert after.status == 200 and '<code class="inline">1</code>' in after.body
+    assert '<code class="inline">2</code>' in file_site.get("/run/panels/value?root=state").body
+    gone = file_site.get("/run/panels/value?root=step-7")
+    assert gone.status == 404 and "no kept checkpoint after step 7" in gone.body
+    got = json.loads(file_site.get("/run/panels/stream/out?after=-1").body)
+    assert got == {
+        "entries": [{"offset": 0, "chunk": "Hel"}, {"offset": 1, "chunk": {"n": 1}}],
+        "length": 2, "closed": True, "done": True,
+    }  # fmt: skip
+    assert json.loads(file_site.get("/run/panels/stream/out?after=0").body)["entries"] == [
+        {"offset": 1, "chunk": {"n": 1}}
+    ]
+    missing = file_site.get("/run/nobody/stream/out?after=-1")
+    assert missing.status == 404 and "does not exist" in json.loads(missing.body)["error"]
 
 
 def test_a_missing_run_and_a_bad_filter_are_pages_that_say_what_to_do(file_site: Site) -> None:

@@ -59,12 +59,13 @@ def test_a_recorded_failure_is_a_boundary_and_splits_the_crashes_around_it() -> 
 
 
 def test_history_plugs_in_as_steps_with_times() -> None:
-    """Completed steps without history have no times; with history entries (issue 33)
-    each becomes a bar from the previous step's completion to its own."""
+    """Completed steps without history have no times; with history's entries
+    (run_history's StepRecord) each becomes a bar from the previous step's completion to
+    its own."""
     run = cp(step=1, steps=("a", "b"), status="completed", updated_at=T + 9)
     bare = [e for e in timeline.events_of(run) if e.kind == timeline.STEP]
     assert [e.at for e in bare] == [None, None]
-    kept = [sources.StepDone(0, "a", T + 1, 1, 10), sources.StepDone(1, "b", T + 9, 3, 20)]
+    kept = [ds.StepRecord(0, "a", T + 1, 1, 10), ds.StepRecord(1, "b", T + 9, 3, 20)]
     steps = [e for e in timeline.events_of(run, kept) if e.kind == timeline.STEP]
     assert [(e.start, e.at, e.attempt) for e in steps] == [(None, T + 1, 1), (T + 1, T + 9, 3)]
     picture = svg.render(timeline.events_of(run, kept))
@@ -145,38 +146,21 @@ def test_filters_the_store_lacks_are_applied_to_what_it_yields(many: Counting) -
         Filters.parse({"status": "done"})
 
 
-def test_actions_to_come_appear_when_the_package_has_their_function(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Resume is not offered while durable_steps has no resume_run; once it has (it has
-    now: issue 33), it is one more action, offered for a failed run, and its refusal
-    carries the library's message."""
-    failed = cp(status="failed")
-    # (send_message exists since issue 32's mailbox: "message" is offered)
-    assert [a.name for a in actions.offered(failed)] == [
+def test_each_action_is_offered_where_it_applies_and_refused_with_the_librarys_message() -> None:
+    """A failed run is offered signal, message, resume, fork and cancel; a completed one
+    fork alone; resuming a completed run is refused with resume_run's own message."""
+    assert [a.name for a in actions.offered(cp(status="failed"))] == [
         "signal",
         "message",
         "resume",
         "fork",
         "cancel",
     ]
-    with monkeypatch.context() as without:
-        without.delattr(ds, "resume_run")
-        assert [a.name for a in actions.offered(failed)] == ["signal", "message", "fork", "cancel"]
-
-    def resume_run(store: Any, run_id: str) -> None:
-        raise ds.ConflictError(f"run {run_id!r} is completed; nothing to resume", run_id=run_id)
-
-    monkeypatch.setattr(ds, "resume_run", resume_run, raising=False)
-    assert [a.name for a in actions.offered(failed)] == [
-        "signal",
-        "message",
-        "resume",
-        "fork",
-        "cancel",
-    ]
-    with pytest.raises(actions.Refused, match="is completed; nothing to resume"):
-        actions.perform(actions.ACTIONS["resume"], None, "r", {})
+    assert [a.name for a in actions.offered(cp(status="completed"))] == ["fork"]
+    with ds.MemoryStore() as store:
+        ds.run("done", [ds.Step("a", lambda s: {})], store)
+        with pytest.raises(actions.Refused, match="'done' cannot be resumed: it has completed"):
+            actions.perform(actions.ACTIONS["resume"], store, "done", {})
 
 
 def test_a_payload_that_is_not_json_is_refused_before_any_call() -> None:
@@ -186,14 +170,14 @@ def test_a_payload_that_is_not_json_is_refused_before_any_call() -> None:
         actions.values(actions.ACTIONS["signal"], {"payload": "1"})
 
 
-def test_panels_say_what_is_not_kept_yet_and_survive_a_failing_source() -> None:
-    """A source that returns None shows its empty-state text; one that raises shows the
-    error in its panel instead of failing the page."""
-    assert sources.panel("streams", lambda: None).empty == sources.EMPTY["streams"]
+def test_panels_say_what_is_not_there_and_survive_a_failing_source() -> None:
+    """A source with no rows shows its empty-state text; one that raises shows the error
+    in its panel instead of failing the page."""
+    assert sources.panel("streams", list).empty == sources.EMPTY["streams"]
 
-    def broken() -> None:
+    def broken() -> list[Any]:
         raise OSError("the stream store is down")
 
     shown = sources.panel("events", broken)
     assert shown.error == "could not read the events: OSError: the stream store is down"
-    assert sources.panel("events", lambda: {"b": 2, "a": 1}).rows == [("a", 1), ("b", 2)]
+    assert sources.panel("events", lambda: [("a", 1)]).rows == [("a", 1)]

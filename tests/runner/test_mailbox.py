@@ -74,7 +74,8 @@ def test_idempotency_keys_deliver_once_and_topics_keep_their_own_order(
     api: Api, run_id: str
 ) -> None:
     """A repeated key is accepted, changes nothing and returns the first send's number;
-    each topic numbers and delivers its messages in send order, independently."""
+    each topic numbers and delivers its messages in send order, independently;
+    pending_messages lists those waiting, oldest first, until they are taken."""
     got: list[Any] = []
 
     async def take(state: Any) -> dict[str, Any]:
@@ -91,8 +92,13 @@ def test_idempotency_keys_deliver_once_and_topics_keep_their_own_order(
     assert send(api, run_id, "b", "b0", idempotency_key="k1") == 0  # keys are per topic
     assert send(api, run_id, "a", "a1") == 1
     assert send(api, run_id, "a", "a2", idempotency_key="k2") == 2
+    waiting = api._call(ds.pending_messages, ds.pending_messages_async, run_id)
+    assert [(m.topic, m.seq, m.payload) for m in waiting] == [
+        ("a", 0, "a0"), ("b", 0, "b0"), ("a", 1, "a1"), ("a", 2, "a2")
+    ]  # oldest first, every topic  # fmt: skip
     api.run(run_id, steps)
     assert got == [("a", "a0"), ("b", "b0"), ("a", "a1"), ("a", "a2")]
+    assert api._call(ds.pending_messages, ds.pending_messages_async, run_id) == []
 
 
 def test_a_message_sent_while_the_run_works_is_taken_over_by_its_saves(

@@ -5,6 +5,7 @@ interrupted call do to a stream; events set, awaited and not set again on replay
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps import Retry, StreamReset
+from durable_steps.seam.items import offset_key
 
 from ..conftest import Api
 from ..helpers.waiting import wait_until
@@ -59,6 +61,13 @@ def test_chunks_from_step_code_and_calls_read_in_order(api: Api, run_id: str) ->
     assert read(api, run_id, "out", after=1) == everything[2:]
     assert read(api, run_id, "out", after=3) == []
     assert read(api, run_id, "other", follow=False) == []
+    listed = api._call(ds.list_streams, ds.list_streams_async, run_id)
+    assert listed == [ds.StreamInfo("out", 4, True)]  # the close marker is not an entry
+    for known in (-1, 0, 2, 3, 9):  # where the search starts changes nothing
+        got = api._call(ds.stream_info, ds.stream_info_async, run_id, "out", known=known)
+        assert got == listed[0]
+    other = api._call(ds.stream_info, ds.stream_info_async, run_id, "other")
+    assert other == ds.StreamInfo("other", 0, False)
 
 
 def test_a_replayed_step_writes_nothing_twice(api: Api, run_id: str) -> None:
@@ -91,7 +100,8 @@ def test_a_replayed_step_writes_nothing_twice(api: Api, run_id: str) -> None:
 def test_an_interrupted_call_is_marked_and_superseded(api: Api, run_id: str) -> None:
     """A call that wrote chunks and then raised runs again (its retry): before its new
     chunks a StreamReset entry tells readers that the chunks from the first attempt's
-    first offset were of an interrupted attempt; offsets stay dense and unique."""
+    first offset were of an interrupted attempt; offsets stay dense and unique (the
+    stream's length counts the marker)."""
     attempts = [0]
 
     async def tokens() -> str:
@@ -113,6 +123,8 @@ def test_an_interrupted_call_is_marked_and_superseded(api: Api, run_id: str) -> 
     _, reset = entries[3]
     assert isinstance(reset, StreamReset) and reset.since == 1
     assert entries[4] == (4, "a2-1")
+    listed = api._call(ds.list_streams, ds.list_streams_async, run_id)
+    assert listed == [ds.StreamInfo("out", 5, False)]
 
 
 def test_a_reader_follows_live_until_the_run_ends(api: Api, run_id: str) -> None:
@@ -139,6 +151,33 @@ def test_a_reader_follows_live_until_the_run_ends(api: Api, run_id: str) -> None
     runner.join(60)
     following.join(60)
     assert got == [(0, 1), (1, 2)]
+
+
+def test_a_streams_length_is_found_in_about_2_log2_n_one_item_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """stream_info finds a stream's length without reading its entries: single-item reads,
+    about 2 log2(n) of them for n entries; a close marker makes it closed, not longer."""
+    with ds.MemoryStore() as store:
+        store.save(ds.Checkpoint("r", -1, {}))
+        limits: list[int | None] = []
+        real = store.read_items
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            limits.append(kw.get("limit"))
+            return real(*args, **kw)
+
+        monkeypatch.setattr(store, "read_items", counted)
+        written = 0
+        for n in (1, 2, 3, 17, 1000):
+            for offset in range(written, n):
+                store.append_item("r", "stream:s", offset_key(offset), {"chunk": offset})
+            written = n
+            limits.clear()
+            assert ds.stream_info(store, "r", "s") == ds.StreamInfo("s", n, False)
+            assert set(limits) == {1} and len(limits) <= 2 * math.log2(n) + 3, (n, limits)
+        store.append_item("r", "stream:s", offset_key(1000), {"closed": True})
+        assert ds.stream_info(store, "r", "s", known=999) == ds.StreamInfo("s", 1000, True)
 
 
 def test_a_closed_stream_refuses_more(api: Api, run_id: str) -> None:

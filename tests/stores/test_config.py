@@ -224,6 +224,14 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
     """The public surface changes only on purpose."""
     assert sorted(ds.__all__) == sorted(
         [
+            "PendingMessage",
+            "pending_messages",
+            "pending_messages_async",
+            "StreamInfo",
+            "list_streams",
+            "list_streams_async",
+            "stream_info",
+            "stream_info_async",
             "AsyncCosmosStore",
             "AsyncFileStore",
             "AsyncMemoryStore",

@@ -38,7 +38,7 @@ from .ops import doctor, migrate, worker
 from .resume import runs_resume
 from .runs import runs
 from .send import runs_send
-from .streams import runs_events, runs_stream
+from .streams import runs_events, runs_stream, runs_streams
 from .ui import ui
 from .upgrade import runs_upgrade
 from .verify import runs_verify
@@ -81,7 +81,7 @@ for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, r
     runs.add_command(command)
 for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life (issue 33)
     runs.add_command(command)
-for command in (runs_stream, runs_events):  # talking to a running run (cli/streams.py)
+for command in (runs_stream, runs_streams, runs_events):  # talking to a run (cli/streams.py)
     runs.add_command(command)
 runs.add_command(runs_send)  # the mailbox (cli/send.py)
 

@@ -1,6 +1,7 @@
-"""``durable-steps runs stream`` and ``runs events``: a run's output streams and published
-events from a shell (``runner.streams``, ``runner.events``), and the events block of
-``runs show``."""
+"""``durable-steps runs stream``, ``runs streams`` and ``runs events``: a run's output
+streams (one followed, or all listed) and published events from a shell
+(``runner.streams``, ``runner.stream_index``, ``runner.events``), and the events block
+of ``runs show``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from ..runner import events as run_events
+from ..runner.stream_index import list_streams
 from ..runner.streams import StreamReset, read_stream
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
@@ -63,6 +65,27 @@ def runs_stream(run_id: str, name: str, follow: bool, after: int | None, as_json
                 click.echo(json.dumps({"offset": offset, "chunk": chunk}))
             else:
                 click.echo(f"{offset}\t{json.dumps(chunk)}")
+
+
+@click.command("streams")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array, for scripts.")
+def runs_streams(run_id: str, as_json: bool) -> None:
+    """List the streams run RUN_ID wrote: name, entries (chunks and reset markers: the
+    next offset) and whether it is closed. 'runs stream RUN_ID NAME' prints one. Example:
+
+    \b
+      durable-steps runs streams ticket-4711
+    """
+    with store_for("env", create=False) as store:
+        found = list_streams(store, check_run_id(run_id))
+    if as_json:
+        click.echo(json.dumps([s._asdict() for s in found], indent=2))
+        return
+    if not found:
+        say(f"run {run_id} has written no stream")
+    for s in found:
+        click.echo(f"{s.name}\t{s.length} entries\t{'closed' if s.closed else 'open'}")
 
 
 @click.command("events")

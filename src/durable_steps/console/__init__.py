@@ -2,7 +2,8 @@
 
 A local web application over any store the environment names: the runs list, each
 run's timeline as a picture, its state and recorded call results unfolded on demand,
-and the actions (signal, cancel; resume, fork and messages once the package has them).
+its history, published events, waiting messages and streams (followed live), and the
+actions (signal, send a message, cancel, resume, fork).
 
 Design. Pages are rendered on the server (Starlette and Jinja2 templates) with one
 small script for live refresh and unfolding; nothing is built with Node. The part
@@ -19,7 +20,7 @@ Modules, each with its design at its top:
     svg        the timeline drawn from events
     values     a state, call result or payload folded: a level and a page at a time
     actions    what an operator can do, one entry each
-    sources    the adapter for what is being built: history, events, mailbox, streams
+    sources    history, events, mailbox and streams, through the public calls
     server     the uvicorn server, its socket and its link with the access token
 """
 

@@ -7,9 +7,9 @@ here: its error's message is shown on the page (``Refused``), and nothing else i
 changed. A payload that is not JSON is refused before any call.
 
 Adding an action is one entry in ``ACTIONS``: its fields (the form is drawn from them),
-the question it asks, the call, and when it is offered. Resume, fork and send-a-message
-are entries already; each is offered once the package exports its function (issue 33:
-``resume_run``, ``fork_run``; issue 32: ``send_message``), with DESIGN.md's signature.
+the question it asks, the call, and when it is offered. The calls: ``send_signal``,
+``send_message`` (``runs send``), ``cancel_run``, ``resume_run`` (``runs resume``),
+``fork_run`` (``runs fork``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import durable_steps as ds
-from durable_steps import Checkpoint, DurableError
+from durable_steps import Checkpoint, DurableError, Store
 
 ENDED = ("completed", "cancelled")
 
@@ -47,19 +47,13 @@ class Action:
     question: str
     """Asked before it happens; ``{run}`` and the fields' names are filled in."""
     fields: tuple[Field, ...]
-    call: Callable[[Any, str, dict[str, Any]], str]
+    call: Callable[[Store, str, dict[str, Any]], str]
     """``(store, run_id, values) -> what happened``, in words."""
     offered: Callable[[Checkpoint], bool] = lambda cp: True
     danger: bool = False
-    needs: str | None = None
-    """The public function it calls, when the package may not have it yet."""
-
-    @property
-    def available(self) -> bool:
-        return self.needs is None or callable(getattr(ds, self.needs, None))
 
 
-def _signal(store: Any, run_id: str, v: dict[str, Any]) -> str:
+def _signal(store: Store, run_id: str, v: dict[str, Any]) -> str:
     cp = ds.send_signal(store, run_id, v["name"], v["payload"])
     then = (
         "it resumes at its next run (recover or a worker runs it)"
@@ -69,30 +63,25 @@ def _signal(store: Any, run_id: str, v: dict[str, Any]) -> str:
     return f"signal {v['name']} delivered to run {run_id}: {then}"
 
 
-def _cancel(store: Any, run_id: str, v: dict[str, Any]) -> str:
+def _cancel(store: Store, run_id: str, v: dict[str, Any]) -> str:
     if ds.cancel_run(store, run_id, reason=v["reason"] or None):
         return f"cancelled run {run_id}: it starts no other step or call"
     return f"run {run_id} was cancelled already; nothing changed"
 
 
-def _public(name: str) -> Callable[..., Any]:
-    found: Callable[..., Any] = getattr(ds, name)
-    return found
-
-
-def _resume(store: Any, run_id: str, v: dict[str, Any]) -> str:
-    _public("resume_run")(store, run_id)
+def _resume(store: Store, run_id: str, v: dict[str, Any]) -> str:
+    ds.resume_run(store, run_id)
     return f"run {run_id} is running again from its last checkpoint: a worker picks it up"
 
 
-def _fork(store: Any, run_id: str, v: dict[str, Any]) -> str:
-    _public("fork_run")(store, run_id, v["new_run_id"], at_step=v["at_step"], update=v["update"])
+def _fork(store: Store, run_id: str, v: dict[str, Any]) -> str:
+    ds.fork_run(store, run_id, v["new_run_id"], at_step=v["at_step"], update=v["update"])
     return f"forked run {run_id} after step {v['at_step']} as run {v['new_run_id']}"
 
 
-def _message(store: Any, run_id: str, v: dict[str, Any]) -> str:
+def _message(store: Store, run_id: str, v: dict[str, Any]) -> str:
     key = v["idempotency_key"] or None
-    _public("send_message")(store, run_id, v["topic"], v["payload"], idempotency_key=key)
+    ds.send_message(store, run_id, v["topic"], v["payload"], idempotency_key=key)
     return f"message sent to run {run_id} on topic {v['topic']}"
 
 
@@ -127,7 +116,6 @@ ACTIONS: dict[str, Action] = {
             ),
             _message,
             _unfinished,
-            needs="send_message",
         ),
         Action(
             "resume",
@@ -136,7 +124,6 @@ ACTIONS: dict[str, Action] = {
             (),
             _resume,
             lambda cp: cp.status in ("failed", "cancelled"),
-            needs="resume_run",
         ),
         Action(
             "fork",
@@ -148,7 +135,6 @@ ACTIONS: dict[str, Action] = {
                 Field("update", "update (JSON object)", "json", hint="merged into the state"),
             ),
             _fork,
-            needs="fork_run",
         ),
         Action(
             "cancel",
@@ -165,7 +151,7 @@ ACTIONS: dict[str, Action] = {
 
 def offered(cp: Checkpoint) -> list[Action]:
     """The actions the run's page offers."""
-    return [a for a in ACTIONS.values() if a.available and a.offered(cp)]
+    return [a for a in ACTIONS.values() if a.offered(cp)]
 
 
 def values(action: Action, form: Mapping[str, str]) -> dict[str, Any]:
@@ -196,10 +182,8 @@ def question(action: Action, run_id: str, v: Mapping[str, Any]) -> str:
     return action.question.format(run=run_id, **shown)
 
 
-def perform(action: Action, store: Any, run_id: str, v: dict[str, Any]) -> str:
+def perform(action: Action, store: Store, run_id: str, v: dict[str, Any]) -> str:
     """Make the call; what the library refuses is ``Refused`` with its message."""
-    if not action.available:
-        raise Refused(f"{action.title}: this version of durable-steps has no {action.needs}")
     try:
         return action.call(store, run_id, v)
     except DurableError as exc:

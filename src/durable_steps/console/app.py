@@ -9,8 +9,10 @@ only refreshes fragments and unfolds values, so every page works without it.
     GET  /run/{id}                  a run: facts, timeline, calls, state, signals, panels
     GET  /run/{id}/live?etag=       its facts, timeline and calls, for the live refresh
                                     (204 while the run is unchanged and not running)
-    GET  /run/{id}/value            one fold of a value (root, path, offset)
-    GET  /run/{id}/stream/{name}    the chunks of a stream after an offset
+    GET  /run/{id}/value            one fold of a value (root: state, calls, signals, events
+                                    or step-K, the state after kept step K; path, offset)
+    GET  /run/{id}/stream/{name}    a stream's entries after offset ``after`` (JSON), and
+                                    whether it is done -- what is there, never waiting
     POST /run/{id}/act/{action}     an action: first the question, then (confirmed) the call
 
 Store calls block, so handlers run in Starlette's thread pool. A run's checkpoint is
@@ -38,7 +40,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from durable_steps import Checkpoint, DurableError, RunNotFoundError
+from durable_steps import Checkpoint, DurableError, RunNotFoundError, StepRecord, Store
 
 from . import actions, sources, svg, timeline, values
 from .listing import (
@@ -59,6 +61,8 @@ from .security import Guard, Secrets
 HERE = Path(__file__).parent
 LIVE_LIST, LIVE_RUN = 5, 2
 """Seconds between live refreshes of the runs list and of a run's page."""
+CHUNKS = 200
+"""Entries of a stream per poll, at most."""
 RESORT = 30.0
 """A sorted listing's first page is sorted anew when it is older than this."""
 
@@ -83,7 +87,7 @@ def when(ts: float | None) -> str:
 class Loaded:
     """Checkpoints loaded by the console, each kept while its etag stands (a few)."""
 
-    def __init__(self, store: Any, keep: int = 4) -> None:
+    def __init__(self, store: Store, keep: int = 4) -> None:
         self.store, self.keep = store, keep
         self._cps: OrderedDict[str, Checkpoint] = OrderedDict()
         self._lock = threading.Lock()
@@ -117,10 +121,11 @@ def _missing(run_id: str) -> RunNotFoundError:
 class Console:
     """The application's state: the store, its listings, loaded runs, messages."""
 
-    def __init__(self, store: Any, secrets: Secrets, read_only: bool) -> None:
+    def __init__(self, store: Store, secrets: Secrets, read_only: bool) -> None:
         self.store, self.secrets, self.read_only = store, secrets, read_only
         self.listings = Listings(store)
         self.loaded = Loaded(store)
+        self.after = sources.After(store)
         self.flashes: OrderedDict[str, str] = OrderedDict()
         self._ids = itertools.count(1)
         self.env = jinja2.Environment(
@@ -193,20 +198,19 @@ class Console:
         run_id = request.path_params["run_id"]
         cp = self.loaded.get(run_id)
         done = self.flashes.pop(request.query_params.get("done", ""), None)
-        panels = {
-            what: sources.panel(what, functools.partial(read, self.store, run_id))
-            for what, read in (
-                ("history", sources.history),
-                ("events", sources.events),
-                ("mailbox", sources.mailbox),
-                ("streams", sources.streams),
-            )
+        bound = functools.partial
+        panels: dict[str, sources.Panel[Any]] = {
+            "history": sources.panel("history", bound(sources.history, self.store, run_id)),
+            "events": sources.panel("events", bound(sources.events, self.store, run_id)),
+            "mailbox": sources.panel("mailbox", bound(sources.mailbox, self.store, run_id)),
+            "streams": sources.panel("streams", bound(sources.streams, self.store, run_id)),
         }
         offered = [] if self.read_only else actions.offered(cp)
         return self.page(
-            "run.html", **self._live(cp), panels=panels, offered=offered, done=done,
-            state=values.node("state", cp.state, ()),
+            "run.html", **self._live(cp, panels["history"]), panels=panels, offered=offered,
+            done=done, state=values.node("state", cp.state, ()),
             signals=values.node("signals", dict(cp.signals), ()),
+            events=values.node("events", dict(panels["events"].rows), ()),
         )  # fmt: skip
 
     def live(self, request: Request) -> Response:
@@ -219,9 +223,12 @@ class Console:
             return Response(status_code=204)
         return self.page("live.html", **self._live(self.loaded.get(run_id)))
 
-    def _live(self, cp: Checkpoint) -> dict[str, Any]:
+    def _live(
+        self, cp: Checkpoint, history: sources.Panel[StepRecord] | None = None
+    ) -> dict[str, Any]:
         now = time.time()
-        history = sources.panel("history", lambda: sources.history(self.store, cp.run_id))
+        if history is None:
+            history = sources.panel("history", lambda: sources.history(self.store, cp.run_id))
         events = timeline.events_of(cp, history.rows, now)
         calls = [(values.call_name(r), r) for r in cp.calls]
         return {
@@ -239,21 +246,23 @@ class Console:
             root, path = q.get("root", "state"), values.parse_path(q.get("path"))
             offset = int(q["offset"]) if q.get("offset", "").isdigit() else 0
             cp = self.loaded.get(run_id)
-            node = values.node(root, values.root_value(cp, root), path, offset)
-        except values.PathError as exc:
+            value = sources.root_value(self.store, self.after, cp, root)
+            node = values.node(root, value, path, offset)
+        except (values.PathError, DurableError) as exc:  # shown in the fold, not a page
             return self.page("value.html", 404, node=None, error=str(exc), cp=None)
         return self.page("value.html", node=node, error=None, cp=cp)
 
     def stream(self, request: Request) -> Response:
         run_id, name = request.path_params["run_id"], request.path_params["name"]
         after = request.query_params.get("after", "")
-        found = sources.stream_chunks(
-            self.store, run_id, name, int(after) if after.lstrip("-").isdigit() else -1, 200
+        start = int(after) if after.lstrip("-").isdigit() and int(after) >= -1 else -1
+        try:
+            got = sources.stream_chunks(self.store, run_id, name, start, CHUNKS)
+        except (DurableError, ValueError) as exc:  # a bad name, a run deleted meanwhile
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return JSONResponse(
+            {"entries": got.entries, "length": got.length, "closed": got.closed, "done": got.done}
         )
-        if found is None:
-            return JSONResponse({"error": sources.EMPTY["streams"]}, status_code=404)
-        chunks, closed = found
-        return JSONResponse({"chunks": [[o, c] for o, c in chunks], "closed": closed})
 
     # -- actions -------------------------------------------------------------------------
 
@@ -262,7 +271,7 @@ class Console:
         action = actions.ACTIONS.get(name)
         if self.read_only:
             return self.page("error.html", 403, error="This console is read-only (--read-only).")
-        if action is None or not action.available:
+        if action is None:
             return self.page("error.html", 404, error=f"There is no action {name!r} here.")
         form = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
         if not self.secrets.csrf_ok(form.get("csrf")):
@@ -290,7 +299,7 @@ class Console:
 
 
 def create_app(
-    store: Any, secrets: Secrets, *, read_only: bool, hosts: frozenset[str] | None
+    store: Store, secrets: Secrets, *, read_only: bool, hosts: frozenset[str] | None
 ) -> Guard:
     """The console's ASGI application over ``store``, behind its guard."""
     c = Console(store, secrets, read_only)

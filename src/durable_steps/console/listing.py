@@ -18,15 +18,14 @@ paged. The console asks for no more than a page needs:
   not filter on, are applied here, to what the store yields: a rare match may read many
   runs to fill a page.
 
-Extension point: ``EXTRA`` lists columns that appear only when the runs carry them
-(``version`` with issue 33, ``queue`` with the fleet): each is read from ``RunInfo``
-by name, offered as a filter, passed to ``list_runs`` when the store takes it as a
-keyword and applied here otherwise.
+``EXTRA`` lists the columns that appear only when some run on the page carries them
+(``version``: a run pinned to a version of its workflow's code; ``queue``: a run
+admitted through a queue): each is offered as a filter -- the version passed to
+``list_runs(version=)``, the queue applied here to what the store yields.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 import threading
 import time
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from durable_steps import RunInfo
+from durable_steps import RunInfo, Store
 
 STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
 SIZES = (25, 50, 100, 200)
@@ -73,11 +72,13 @@ COLUMNS = (
     Column("updated", "updated", lambda i: i.updated_at or 0.0),
 )
 EXTRA = ("version", "queue")
-"""Fields of ``RunInfo`` to come (see the top): a column and a filter each, when present."""
+"""Fields of ``RunInfo`` shown when present (see the top): a column and a filter each."""
+STORE_FILTERS = frozenset({"version"})
+"""Of ``EXTRA``, those ``Store.list_runs`` filters on."""
 
 
-def extra_value(info: RunInfo, name: str) -> Any:
-    return getattr(info, name, None)
+def extra_value(info: RunInfo, name: str) -> str | None:
+    return info.version if name == "version" else info.queue
 
 
 def age(text: str, what: str) -> float:
@@ -194,15 +195,10 @@ class Held:
 class Listings:
     """The listings the console holds for paging (``HELD`` at most, ``IDLE`` seconds)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._held: OrderedDict[Filters, Held] = OrderedDict()
         self._lock = threading.Lock()
-        try:
-            keywords = inspect.signature(store.list_runs).parameters
-        except (TypeError, ValueError):
-            keywords = {}  # type: ignore[assignment]
-        self.store_filters = {n for n in EXTRA if n in keywords}
 
     def page(self, filters: Filters, number: int, *, max_age: float = IDLE) -> Page:
         """Page ``number`` (0-based) of the listing, from the one held if it was listed
@@ -279,7 +275,7 @@ class Listings:
             kwargs["updated_before"] = now - age(f.older, "updated more than")
         here = []
         for name, value in f.extra:
-            if name in self.store_filters:
+            if name in STORE_FILTERS:
                 kwargs[name] = value
             else:
                 here.append((name, value))

@@ -18,11 +18,10 @@ import secrets as random
 import socket
 import threading
 import time
-from typing import Any
 
 import uvicorn
 
-from durable_steps import ConfigurationError
+from durable_steps import ConfigurationError, Store
 
 from .app import create_app
 from .security import LOOPBACK, Secrets, allowed_hosts
@@ -33,7 +32,7 @@ class ConsoleServer:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         *,
         host: str = "127.0.0.1",
         port: int = 8233,

@@ -1,149 +1,167 @@
-"""What the console reads of features that are being built: a run's history (issue 33),
-its published events, mailbox and output streams (issue 32). The one module to change
-when they land.
+"""What the console reads of a run beside its checkpoint: its history, published events,
+mailbox and output streams -- each through the public call that the command line makes.
 
-Each function takes the store and a run id and returns what the run has, or ``None``
-when this version of durable-steps keeps no such thing -- the page then shows the
-panel's empty-state text (``EMPTY``), never an error. A function that fails while
-reading returns nothing to the page either: the page shows the error's message in
-the panel (``Panel``), and the rest of the run's page stays usable.
+- ``history``: ``run_history`` -- each kept step's index, name, completion time,
+  attempts and update size (``StepRecord``); the timeline (``timeline.events_of``)
+  draws each completed step as a bar ending at its time. The state after a kept step
+  is a value root (``step-K``, ``root_value``) loaded with ``load_at`` when a link asks
+  for it, and kept in a small cache (``After``): a kept step's state does not change.
+- ``events``: ``get_events`` -- the values the run published (``set_event``), by key;
+  a value root too (``events``), so a large value folds like the state.
+- ``mailbox``: ``pending_messages`` -- the messages waiting, oldest first, every topic
+  (one read of the run's head, never its state).
+- ``streams``: ``list_streams`` -- each stream with its length and closed flag;
+  ``stream_chunks`` gives the entries of one after an offset with
+  ``read_stream(follow=False)``: what is there now, never waiting for more. The page
+  polls after the last offset it showed (``static/console.js``), so no request blocks
+  on a stream that is still open. It learns when to stop from ``done``: the stream was
+  closed (``stream_info`` from the last offset: about three reads), or the run ended
+  (read *before* the entries, so none written before the end is missed).
 
-How each plugs in:
-
-- ``history``: uses ``durable_steps.run_history(store, run_id)`` as soon as the package
-  exports it (DESIGN: "each completed step's update, time, attempts and size"); each
-  entry is read by field name (``step``, ``name``, ``at`` or ``completed_at``,
-  ``attempts`` or ``attempt``, ``size``), from an object or a mapping. The timeline
-  (``timeline.events_of``) draws each completed step as a bar ending at its time.
-- ``events``: a run's published events as ``{key: value}`` -- ``get_event`` reads one
-  key; the listing of a run's keys is to come (issue 32, item 2, "visible in runs show").
-- ``mailbox``: the messages sent to a run and not yet received, oldest first.
-- ``streams`` and ``stream_chunks``: a run's streams (name, chunk count, closed) and the
-  chunks of one after an offset, *without following it*: the page polls for more
-  (``console.js``), so a request never blocks on a stream that is still open.
+A panel whose read fails shows the error's message in its place (``Panel``): the rest
+of the run's page stays usable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-import durable_steps as ds
+from durable_steps import (
+    Checkpoint,
+    PendingMessage,
+    StepRecord,
+    Store,
+    StreamInfo,
+    StreamReset,
+    get_events,
+    list_streams,
+    load_at,
+    pending_messages,
+    read_stream,
+    run_history,
+    stream_info,
+)
+
+from . import values
+
+T = TypeVar("T")
+ENDED = ("completed", "failed", "cancelled")
+STEP_ROOT = "step-"
+"""A value root ``step-K``: the state after kept step K."""
 
 EMPTY = {
-    "history": "This version of durable-steps keeps only a run's latest checkpoint, so the "
-    "times of its completed steps are not known. Once history is kept (run_history), "
-    "each completed step shows here with its time, attempts and size.",
-    "events": "No published events: this version of durable-steps has no set_event. "
-    "Once it has, the values a run publishes show here.",
-    "mailbox": "No mailbox: this version of durable-steps has no send_message. Once it "
-    "has, the messages waiting for this run show here.",
-    "streams": "No output streams: this version of durable-steps has no write_stream. "
-    "Once it has, a run's streams show here and are followed live.",
+    "history": "No completed step is kept for this run yet.",
+    "events": "This run has published no events (set_event).",
+    "mailbox": "No message is waiting for this run (send_message, or the action below).",
+    "streams": "This run has written no stream (write_stream).",
 }
 
 
 @dataclass(frozen=True)
-class StepDone:
-    """One completed step as history keeps it."""
-
-    step: int
-    name: str
-    at: float | None
-    """When it completed (seconds since the epoch)."""
-    attempts: int | None = None
-    size: int | None = None
-    """The bytes its update took."""
-
-
-@dataclass(frozen=True)
-class Message:
-    topic: str
-    payload: Any
-    sent_at: float | None = None
-    idempotency_key: str | None = None
-
-
-@dataclass(frozen=True)
-class Stream:
-    name: str
-    chunks: int
-    closed: bool
-
-
-@dataclass(frozen=True)
-class Panel:
+class Panel(Generic[T]):
     """A panel of the run page: its rows, or why there are none."""
 
-    rows: list[Any]
+    rows: list[T]
     empty: str = ""
     error: str = ""
 
 
-def _public(name: str) -> Callable[..., Any] | None:
-    """A function of the public API, if this version of the package has it."""
-    found = getattr(ds, name, None)
-    return found if callable(found) else None
-
-
-def _field(entry: Any, *names: str) -> Any:
-    for name in names:
-        if isinstance(entry, Mapping) and name in entry:
-            return entry[name]
-        if hasattr(entry, name):
-            return getattr(entry, name)
-    return None
-
-
-def history(store: Any, run_id: str) -> list[StepDone] | None:
-    """The run's completed steps with their times (None: no history is kept)."""
-    run_history = _public("run_history")
-    if run_history is None:
-        return None
-    return [
-        StepDone(
-            step=int(_field(e, "step")),
-            name=str(_field(e, "name", "step_name")),
-            at=_field(e, "at", "completed_at"),
-            attempts=_field(e, "attempts", "attempt"),
-            size=_field(e, "size"),
-        )
-        for e in run_history(store, run_id)
-    ]
-
-
-def events(store: Any, run_id: str) -> dict[str, Any] | None:
-    """The events the run published, by key (None: no events are kept)."""
-    return None
-
-
-def mailbox(store: Any, run_id: str) -> list[Message] | None:
-    """The messages waiting for the run, oldest first (None: no mailbox)."""
-    return None
-
-
-def streams(store: Any, run_id: str) -> list[Stream] | None:
-    """The run's output streams (None: no streams)."""
-    return None
-
-
-def stream_chunks(
-    store: Any, run_id: str, name: str, after: int, limit: int
-) -> tuple[list[tuple[int, Any]], bool] | None:
-    """Up to ``limit`` chunks of stream ``name`` after offset ``after`` as ``(offset,
-    chunk)``, and whether the stream is closed -- what is there now, never waiting for
-    more (None: no streams)."""
-    return None
-
-
-def panel(what: str, read: Callable[[], Any]) -> Panel:
-    """A panel's rows from ``read`` (one of the functions above, bound to a run)."""
+def panel(what: str, read: Callable[[], Sequence[T]]) -> Panel[T]:
+    """A panel's rows from ``read`` (one of the functions below, bound to a run)."""
     try:
-        found = read()
+        rows = list(read())
     except Exception as exc:  # a feature's failure must not take the run's page down
         return Panel([], error=f"could not read the {what}: {type(exc).__name__}: {exc}")
-    if found is None:
-        return Panel([], empty=EMPTY[what])
-    rows = sorted(found.items()) if isinstance(found, dict) else list(found)
-    return Panel(rows, empty="" if rows else f"This run has no {what} yet.")
+    return Panel(rows, empty="" if rows else EMPTY[what])
+
+
+def history(store: Store, run_id: str) -> list[StepRecord]:
+    """The run's kept steps, oldest first."""
+    return run_history(store, run_id)
+
+
+def events(store: Store, run_id: str) -> list[tuple[str, Any]]:
+    """The events the run published, ``(key, value)`` by key."""
+    return sorted(get_events(store, run_id).items())
+
+
+def mailbox(store: Store, run_id: str) -> list[PendingMessage]:
+    """The messages waiting for the run, oldest first."""
+    return pending_messages(store, run_id)
+
+
+def streams(store: Store, run_id: str) -> list[StreamInfo]:
+    """The run's output streams."""
+    return list_streams(store, run_id)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Entries of a stream after an offset, as the page polls them."""
+
+    entries: list[dict[str, Any]]
+    """``{"offset": n, "chunk": C}``, or ``{"offset": n, "reset": since, "call": id}``."""
+    length: int
+    """Entries in the stream now (the next offset), as far as this read saw."""
+    closed: bool
+    done: bool
+    """Nothing more will come: the stream is closed or the run ended."""
+
+
+def stream_chunks(store: Store, run_id: str, name: str, after: int, limit: int) -> Chunks:
+    """Up to ``limit`` entries of stream ``name`` after offset ``after`` (-1: from the
+    start) -- what is there now, never waiting for more."""
+    info = store.run_info(run_id)
+    ended = info is not None and info.status in ENDED  # before the entries: none missed
+    found = itertools.islice(read_stream(store, run_id, name, after=after, follow=False), limit)
+    entries = [_entry(offset, chunk) for offset, chunk in found]
+    last = entries[-1]["offset"] if entries else after
+    if len(entries) == limit:  # more may be there already: no need to ask yet
+        return Chunks(entries, last + 1, False, False)
+    now = stream_info(store, run_id, name, known=last)
+    return Chunks(entries, now.length, now.closed, now.closed or ended)
+
+
+def _entry(offset: int, chunk: Any) -> dict[str, Any]:
+    if isinstance(chunk, StreamReset):
+        return {"offset": offset, "reset": chunk.since, "call": chunk.call}
+    return {"offset": offset, "chunk": chunk}
+
+
+class After:
+    """The states after kept steps that pages unfolded (a few): each is loaded once
+    with ``load_at``, then its folds read it here."""
+
+    def __init__(self, store: Store, keep: int = 4) -> None:
+        self.store, self.keep = store, keep
+        self._states: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str, step: int) -> dict[str, Any]:
+        with self._lock:
+            state = self._states.get((run_id, step))
+        if state is None:
+            state = load_at(self.store, run_id, step)
+            with self._lock:
+                self._states[run_id, step] = state
+                while len(self._states) > self.keep:
+                    self._states.popitem(last=False)
+        return state
+
+
+def root_value(store: Store, after: After, cp: Checkpoint, root: str) -> Any:
+    """The value a root names: the checkpoint's (``values.ROOTS``), the run's events,
+    or the state after kept step K (``step-K``)."""
+    if root == "events":
+        return get_events(store, cp.run_id)
+    if root.startswith(STEP_ROOT):
+        step = root.removeprefix(STEP_ROOT)
+        if not step.isdigit():
+            raise values.PathError(f"{root!r} is not a root: step-K takes a step's index")
+        return after.get(cp.run_id, int(step))
+    return values.root_value(cp, root)

@@ -2,9 +2,9 @@
 
 The picture (``svg``) is drawn from events alone, so that a new source of facts is a
 new producer of events, not a new drawing: today every event comes from the run's
-latest checkpoint (``events_of``); history entries (issue 33: each completed step's
-time, attempts and size) come in through ``sources.history`` as ``StepDone`` and
-become step events with times.
+latest checkpoint (``events_of``); the run's history (``run_history``: each kept
+step's completion time, attempts and size, as ``StepRecord``) comes in through
+``sources.history`` and makes each completed step a bar ending at its time.
 
 What the latest checkpoint tells, and so what is drawn:
 
@@ -30,9 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from durable_steps import Checkpoint
-
-from .sources import StepDone
+from durable_steps import Checkpoint, StepRecord
 
 STEP, CALL, RETRY, SLEEP, WAIT, ERROR, ATTEMPT, SAVED = (
     "step", "call", "retry", "sleep", "wait", "error", "attempt", "saved"
@@ -66,7 +64,7 @@ def size_of(value: Any) -> int:
 
 
 def events_of(
-    cp: Checkpoint, history: Sequence[StepDone] = (), now: float | None = None
+    cp: Checkpoint, history: Sequence[StepRecord] = (), now: float | None = None
 ) -> list[Event]:
     """The events of a run, from its latest checkpoint and its history (if kept)."""
     done = {h.step: h for h in history}

@@ -61,9 +61,9 @@ from ..seam.state import freeze, thaw
 from ..seam.store import AsyncStore, Store
 from .changes import update_run
 from .clock import now
-from .errors import cancelled
+from .errors import cancelled, not_found
 from .journal import Journal, _journal, save_record, save_record_async
-from .requests import Request, execute
+from .requests import LoadHead, Request, execute
 from .step import current_step
 from .store_io import blocking_io, execute_on
 from .timers import seconds_of
@@ -146,6 +146,43 @@ def _changed(cp: Checkpoint, box: Mapping[str, Any], wakes: bool) -> Checkpoint:
         wake_at=None if wakes else cp.wake_at,
         updated_at=None,
     )
+
+
+# -- looking: what waits -----------------------------------------------------------------
+
+
+class PendingMessage(NamedTuple):
+    """A message sent to a run and not yet received: its topic, its number in the topic,
+    its payload and when it was sent (seconds since the epoch)."""
+
+    topic: str
+    seq: int
+    payload: Any
+    sent_at: float | None
+
+
+def _pending(run_id: str) -> Generator[Request, Any, list[PendingMessage]]:
+    cp: Checkpoint | None = yield LoadHead(check_run_id(run_id))  # the head: no state read
+    if cp is None:
+        raise not_found(run_id, "it has no mailbox to read")
+    box = mailbox.plain(cp.mailbox)
+    found = [
+        PendingMessage(topic, int(m["seq"]), m.get("payload"), m.get("at"))
+        for topic, queue in box["topics"].items()
+        for m in queue["pending"]
+    ]
+    return sorted(found, key=lambda m: (m.sent_at or 0.0, m.topic, m.seq))
+
+
+def pending_messages(store: Store, run_id: str) -> list[PendingMessage]:
+    """The messages waiting in the run's mailbox (sent, not yet received), oldest first,
+    every topic; one read of the run's head. ``RunNotFoundError``: no such run."""
+    return execute(_pending(run_id), blocking_io(store))
+
+
+async def pending_messages_async(store: AsyncStore, run_id: str) -> list[PendingMessage]:
+    """``pending_messages`` for async stores."""
+    return await execute_on(_pending(run_id), store)
 
 
 # -- receiving -------------------------------------------------------------------------

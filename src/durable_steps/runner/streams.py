@@ -14,7 +14,9 @@ offset (a stale owner that writes after another took the run over meets the
 other's items: ``ConflictError``, which ends its step). Offsets are dense: the
 run's owner assigns them one after the other, appends one at a time (an async
 step's tasks take turns), and only after the chunk before is stored -- so a reader
-never sees an offset before the one below it.
+never sees an offset before the one below it. Before a stream's first entry, its
+name is put in the run's index of streams (``runner.stream_index``: what
+``list_streams`` reads).
 
 What a resume does (the run's process killed, its lease taken over, a step retried):
 
@@ -53,7 +55,7 @@ from typing import Any, NamedTuple
 
 from ..seam.checkpoint import RunInfo
 from ..seam.items import Item, offset_key
-from ..seam.rules import check_name, check_run_id
+from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
 from .clock import now
 from .errors import not_found
@@ -61,6 +63,7 @@ from .journal import Journal
 from .requests import AppendItem, Info, ReadItems, Request, Sleep, execute, execute_async
 from .step import current_step
 from .store_io import blocking_io, execute_on
+from .stream_index import indexed, kind_of
 from .tasks import join
 from .timers import seconds_of
 
@@ -76,10 +79,6 @@ class StreamReset(NamedTuple):
 
     since: int
     call: str
-
-
-def kind_of(name: str) -> str:
-    return "stream:" + check_name(name, "stream name")
 
 
 # -- writing, inside a step ----------------------------------------------------------------
@@ -155,6 +154,8 @@ def _write(journal: Journal, name: str, body: dict[str, Any]) -> Generator[Reque
         )
     journal.check()
     try:
+        if written.next == 0:  # listed before its first entry (runner.stream_index)
+            yield indexed(run_id, name)
         if "call" in body:
             seen = written.calls.get(body["call"])
             if seen is not None and seen[0] != body["attempt"]:

@@ -59,19 +59,46 @@ async function unfold(link) {
   link.textContent = "fold";
 }
 
-// A stream (data-stream="URL") is read from offset to offset until it is closed.
+// A stream (data-stream="URL") is read after the last offset shown, again and again,
+// until the console says it is done (closed, or its run ended). Each poll answers at
+// once with what is there; the page waits between polls, never the server. A reset
+// marker shows as a line of its own: the entries above it from its offset on were
+// written by an interrupted attempt, and what follows replaces them.
 function follow(el) {
   let after = -1;
   const out = el.querySelector(".chunks");
+  const length = el.querySelector(".length");
+  const state = el.querySelector(".stream-state");
   const tick = async () => {
-    const answer = await fetch(el.dataset.stream + "?after=" + after, { credentials: "same-origin" });
-    if (answer.status !== 200) return;
-    const got = await answer.json();
-    for (const [offset, chunk] of got.chunks) {
-      out.append(typeof chunk === "string" ? chunk : JSON.stringify(chunk) + "\n");
-      after = offset;
-    }
-    if (!got.closed) setTimeout(tick, 500);
+    let wait = 1000;
+    try {
+      const answer = await fetch(el.dataset.stream + "?after=" + after, { credentials: "same-origin" });
+      if (answer.status === 200) {
+        const got = await answer.json();
+        for (const e of got.entries) {
+          const line = document.createElement("span");
+          line.dataset.offset = String(e.offset);
+          if ("reset" in e) {
+            line.className = "reset";
+            line.textContent = "\n-- reset at " + e.offset + ": entries " + e.reset + " to " + (e.offset - 1) +
+              " were written by an interrupted attempt of call " + e.call + "; what follows replaces them\n";
+          } else {
+            line.className = "chunk";
+            line.textContent = typeof e.chunk === "string" ? e.chunk : JSON.stringify(e.chunk) + "\n";
+          }
+          out.append(line);
+          after = e.offset;
+        }
+        if (length) length.textContent = String(got.length);
+        if (got.done) {
+          if (state) state.textContent = got.closed ? "closed" : "the run ended";
+          el.dataset.done = got.closed ? "closed" : "ended";
+          return;
+        }
+        if (got.entries.length) wait = 250;
+      }
+    } catch (e) { /* the console stopped, or the network: try again later */ }
+    setTimeout(tick, wait);
   };
   tick();
 }
