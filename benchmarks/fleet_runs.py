@@ -248,7 +248,7 @@ def dbos_fleet(table: Table, base: Path, quick: bool) -> None:
         finally:
             client.destroy()
     rows = [(w.output["t0"], w.output["began"], w.updated_at / 1000) for w in done]
-    why = "" if quick else "; 1,000, not 10,000: 8 processes on one SQLite file (~13 runs/s)"
+    why = "" if quick else "; 1,000, not 10,000: 8 processes on one SQLite file"
     _report(table, "DBOS queues (SQLite)", n, rows, why)
 
 
