@@ -1,6 +1,7 @@
 """The container the Cosmos DB stores create when asked to (emulators and tests:
-``create_if_missing``), as ``infra/main.bicep`` provisions it, and how many requests
-either store sends at once."""
+``create_if_missing``), as ``infra/main.bicep`` provisions it; the paths a worker's look
+filters on, which a container's indexing policy must index (``unindexed``: what
+``durable-steps doctor`` reports); and how many requests either store sends at once."""
 
 from __future__ import annotations
 
