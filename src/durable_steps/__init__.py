@@ -56,6 +56,7 @@ from .runner.streams import (
 )
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
+from .runner.typed import Recorded, typed_as
 from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
 from .seam.checkpoint import Checkpoint, RunInfo
@@ -125,6 +126,7 @@ __all__ = [
     "MissingExtraError",
     "PendingMessage",
     "Queue",
+    "Recorded",
     "Recovered",
     "Retry",
     "RunCancelledError",
@@ -201,6 +203,7 @@ __all__ = [
     "stream_info",
     "stream_info_async",
     "track_tasks",
+    "typed_as",
     "upgrade_run",
     "upgrade_run_async",
     "wait_for_result",

@@ -6,6 +6,7 @@ failing store stopping the copy."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 import durable_steps as ds
 from durable_steps.cli import ops as cli_ops
+from durable_steps.cli.copying import MIGRATE_OWNER
 from durable_steps.testing import CosmosEndpoint
 
 from ..helpers.clitools import Cli, Unreachable, unique
@@ -159,19 +161,43 @@ def test_migrate_records_runs_it_cannot_copy_and_carries_on(
         fresh.drop()
 
 
-def test_migrate_from_files_to_cosmos(cosmos_local: Any, run_id: str, tmp_path: Path) -> None:
-    """Laptop files to Cosmos DB: --from file:PATH --to cosmos."""
+def test_migrate_from_files_to_cosmos_copies_the_history(
+    cosmos_local: Any, run_id: str, tmp_path: Path
+) -> None:
+    """Laptop files to Cosmos DB (--from file:PATH --to cosmos): each run with its
+    history -- every kept step loads in the target as in the source, with its time and
+    attempts. A copy that stopped half-way (leased to migrate, a prefix of the source's
+    steps) is continued by the next migrate, not reported as a conflict."""
     files = ds.FileStore(tmp_path / "laptop")
-    ds.run(run_id, [ds.Step("a", lambda s: {"x": 1})], files)
+    steps = [ds.Step(f"s{i}", lambda s, i=i: {"log": [*s.get("log", []), i]}) for i in range(4)]
+    for rid in (run_id, f"{run_id}-2"):
+        ds.run(rid, steps, files)
     fresh = cosmos_local.fresh()
     try:
+        with fresh.store() as target:  # a copy of the second run that stopped after step 1
+            etag = None
+            for k in (0, 1):
+                half = files.load_at(f"{run_id}-2", k)
+                assert half is not None
+                held = replace(half, etag=etag, owner=MIGRATE_OWNER, lease_expires=time.time() + 60)
+                etag = target.save(held).etag
         cli = Cli({k: v for k, v in fresh.env().items() if k != "DURABLE_STORE"})
         out = cli.json("migrate", "--from", f"file:{tmp_path / 'laptop'}", "--to", "cosmos")
-        assert out["copied"] == [run_id]
+        assert sorted(out["copied"]) == [run_id, f"{run_id}-2"]
+        assert (out["conflicts"], out["latest_only"], out["history_steps"]) == ([], [], 3 + 1)
         with ds.store_from_env(fresh.env()) as store:
-            there = store.load(run_id)
-        assert there is not None
-        assert there.state == {"x": 1}
+            for rid in (run_id, f"{run_id}-2"):
+                there, source = store.run_history(rid), files.run_history(rid)
+                assert there is not None and source is not None
+                assert [(h.step, h.name, h.at) for h in there] == [
+                    (h.step, h.name, h.at) for h in source
+                ]
+                for k in range(4):
+                    assert store.load_at(rid, k).state == {"log": list(range(k + 1))}  # type: ignore[union-attr]
+                final = store.load(rid)
+                assert final is not None and final.done and final.owner is None
+        again = cli("migrate", "--from", f"file:{tmp_path / 'laptop'}", "--to", "cosmos")
+        assert "copied 0 run(s)" in again.stderr and "2 already there" in again.stderr
     finally:
         fresh.drop()
 

@@ -107,3 +107,60 @@ def test_keep_last_keeps_at_least_the_last_steps(keeping_five: Any, run_id: str)
     assert store.load_at(run_id, 25).state["log"] == list(range(26))
     with pytest.raises(ds.StepNotKeptError):
         store.load_at(run_id, 0)
+
+
+def _service_ttl(container: Any, at: float) -> None:
+    """What Cosmos DB's TTL does by ``at`` (the local server has no TTL): every item
+    whose ``_ts + ttl`` is past is deleted."""
+    for item in list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True)):
+        if isinstance(item.get("ttl"), int) and item["_ts"] + item["ttl"] <= at:
+            container.delete_item(item["id"], partition_key=item["run"])
+
+
+def _chatty(n: int) -> list[ds.Step]:
+    def step(i: int) -> ds.Step:
+        def body(state: Any) -> dict[str, Any]:
+            ds.write_stream("out", f"chunk {i}")
+            ds.set_event("progress", i)
+            return {f"k{i}": "v" * 2000}  # past the inline size: history's segments
+
+        return ds.Step(f"s{i}", body)
+
+    return [step(i) for i in range(n)]
+
+
+def test_an_expired_cosmos_run_leaves_nothing_in_its_container(cosmos_local: Any) -> None:
+    """finished_ttl on Cosmos DB: the service expires a completed run's head and snapshot;
+    its stream chunks, events and kept history carry no ttl, and the store's
+    delete_expired (the worker's retention pass, runs prune) removes them once the head
+    is gone -- every item of the container is listed with its partition key: nothing of
+    the run is left. A run still alive keeps everything."""
+    cosmos = cosmos_local.fresh()
+    try:
+        with cosmos.store(finished_ttl=60) as store:
+            ds.run("ends", _chatty(4), store)
+            with pytest.raises(RuntimeError):
+                ds.run("stays", [*_chatty(2), ds.Step("boom", _fail)], store)
+            container = cosmos.raw_container()
+
+            def everything() -> list[tuple[str, str]]:
+                rows = container.query_items(
+                    "SELECT c.id, c.run FROM c", enable_cross_partition_query=True
+                )
+                return sorted((r["run"], r["id"]) for r in rows)
+
+            before = everything()
+            assert {run for run, _ in before} == {"ends", "stays"}
+            later = time.time() + 60 + 2 * 3600  # the head's ttl, the snapshot's margin
+            _service_ttl(container, later)
+            left = [row for row in everything() if row[0] == "ends"]
+            assert left and ("ends", "ends") not in left  # the head went; the rest did not
+            assert store.delete_expired(now=time.time()) == 0  # not older than the ttl yet
+            assert store.delete_expired(now=later) == 1
+            assert [row for row in everything() if row[0] == "ends"] == []
+            assert [row for row in everything() if row[0] == "stays"] == [
+                row for row in before if row[0] == "stays"
+            ]
+            assert len(list(ds.read_stream(store, "stays", "out", follow=False))) == 2
+    finally:
+        cosmos.drop()

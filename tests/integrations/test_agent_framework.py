@@ -8,12 +8,16 @@ costs its difference. A killed process is in test_agent_framework_processes.py."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel, Field
 
 pytest.importorskip("agent_framework")
 
@@ -61,19 +65,6 @@ def af(backend: Backend, loop: asyncio.AbstractEventLoop) -> AF:
     return AF(DurableCheckpointStorage(store, types=[Note]), run, backend.store)
 
 
-def older_checkpoints_load(request: pytest.FixtureRequest, backend: Backend) -> None:
-    """Marks a test that loads a checkpoint older than its chain's last: on Cosmos DB
-    that is the store's history (issue 33, branch ``history``), which as merged here
-    (its 59ac647) keeps no step of a run whose data is small enough to sit in its head (a
-    store-level repro: save steps 0..2 of a small run, ``load_at(run, 0)`` raises
-    StepNotKeptError). Until history keeps them there, these fail on Cosmos DB: xfail,
-    strict, so the mark goes when they pass."""
-    if backend.name.startswith("cosmos"):
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="Cosmos DB history keeps no inline step yet")
-        )
-
-
 def checkpoint(workflow: str = "wf", **fields: Any) -> WorkflowCheckpoint:
     return WorkflowCheckpoint(workflow_name=workflow, graph_signature_hash="h", **fields)
 
@@ -115,6 +106,24 @@ def test_save_returns_its_id_and_load_returns_an_equal_copy(af: AF) -> None:
     )
 
 
+class Tagged(BaseModel):
+    """A Pydantic model of the caller's, a field of it under an alias."""
+
+    kind: str = Field(alias="type")
+    notes: list[Note] = []
+
+
+def test_a_pydantic_model_comes_back_as_its_type(af: AF) -> None:
+    """A caller's Pydantic model (``types=``) is kept as typed values are (its JSON by
+    alias) and comes back as an equal instance of its class, aliased fields included."""
+    storage = DurableCheckpointStorage(af.storage.store, types=[Note, Tagged])
+    value = Tagged(type="review", notes=[Note("a")])
+    cp = checkpoint(state={"tagged": value})
+    af.run(storage.save(cp))
+    loaded = af.run(storage.load(cp.checkpoint_id)).state["tagged"]
+    assert type(loaded) is Tagged and loaded == value
+
+
 def test_results_are_the_callers_own_copies(af: AF) -> None:
     """Mutating what ``load``, ``get_latest`` or ``list_checkpoints`` returned, or the
     checkpoint after ``save``, changes nothing stored."""
@@ -149,12 +158,9 @@ def test_listing_filters_by_workflow_and_get_latest_takes_the_latest(af: AF) -> 
     assert af.run(af.storage.get_latest(workflow_name="unknown")) is None
 
 
-def test_a_missing_checkpoint_raises_and_delete_removes_one(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_missing_checkpoint_raises_and_delete_removes_one(af: AF) -> None:
     """``load`` of an unknown id raises ``WorkflowCheckpointException``; ``delete`` says
     whether there was one, and a deleted one is neither loaded nor listed nor latest."""
-    older_checkpoints_load(request, backend)
     with pytest.raises(WorkflowCheckpointException):
         af.run(af.storage.load("nonexistent-id"))
     assert af.run(af.storage.delete("nonexistent-id")) is False
@@ -174,12 +180,9 @@ def test_a_missing_checkpoint_raises_and_delete_removes_one(
     assert [i.run_id for i in af.store.list_runs() if "af-chain" in i.run_id] == []
 
 
-def test_a_chain_is_one_run_and_its_older_checkpoints_load(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_chain_is_one_run_and_its_older_checkpoints_load(af: AF) -> None:
     """Successive checkpoints of a workflow run are the steps of one run of ours, named
     by their ids; an older one loads from the store's history as it was saved."""
-    older_checkpoints_load(request, backend)
     chain = [checkpoint(state={"log": []})]
     for n in range(1, 4):
         log = [*chain[-1].state["log"], f"entry {n}"]
@@ -200,13 +203,10 @@ def test_a_chain_is_one_run_and_its_older_checkpoints_load(
         assert af.run(af.storage.load(cp.checkpoint_id)).state == cp.state
 
 
-def test_a_checkpoint_is_written_once(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_checkpoint_is_written_once(af: AF) -> None:
     """A second save of a checkpoint id raises ``ConflictError``, and so does an append
     to a chain that another writer extended since this one read it (two processes resumed
     from the same checkpoint at once); what was stored stays."""
-    older_checkpoints_load(request, backend)
     cp = checkpoint(state={"v": 1})
     af.run(af.storage.save(cp))
     with pytest.raises(ds.ConflictError, match="written once"):
@@ -222,12 +222,9 @@ def test_a_checkpoint_is_written_once(
     assert len(af.run(other.list_checkpoint_ids(workflow_name="wf"))) == 2
 
 
-def test_a_resume_from_an_older_checkpoint_starts_a_chain_of_its_own(
-    af: AF, request: pytest.FixtureRequest, backend: Backend
-) -> None:
+def test_a_resume_from_an_older_checkpoint_starts_a_chain_of_its_own(af: AF) -> None:
     """A checkpoint after one that is not its chain's last (a resume from an older
     checkpoint) is kept in a chain of its own; both chains load whole."""
-    older_checkpoints_load(request, backend)
     one = checkpoint(state={"v": 1})
     two = checkpoint(previous_checkpoint_id=one.checkpoint_id, state={"v": 2})
     branch = checkpoint(previous_checkpoint_id=one.checkpoint_id, state={"v": 3})
@@ -321,3 +318,38 @@ def test_a_superstep_that_changes_5_kb_of_1_mb_sends_about_5_kb(
     assert sent(first) > 1_000_000
     assert 5_000 < sent(second) < 15_000
     assert run(DurableCheckpointStorage(store).load(second.checkpoint_id)).state == second.state
+
+
+def test_an_encrypting_store_keeps_the_checkpoints_values_encrypted(
+    tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
+    """On a FileStore with AES-256-GCM on, a checkpoint's state and messages (a caller's
+    Pydantic model among them) are not on disk in clear and load back equal; without the
+    key, reading the run is a CodecError naming the key id."""
+    keys = ds.Keyring("k1", {"k1": base64.b64encode(os.urandom(32)).decode()})
+    path = tmp_path / "runs"
+    storage = DurableCheckpointStorage(
+        ds.FileStore(path, codec=ds.ValueCodec(keys=keys)), types=[Note, Tagged]
+    )
+
+    def run(coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(60)
+
+    cp = checkpoint(
+        state={"topic": "secret-cats", "tagged": Tagged(type="private-review")},
+        messages={"w": [WorkflowMessage(data=Note("hidden-note"), source_id="s", target_id="w")]},
+    )
+    run(storage.save(cp))
+    on_disk = b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())
+    for clear in (b"secret-cats", b"private-review", b"hidden-note"):
+        assert clear not in on_disk, clear
+    loaded = run(storage.load(cp.checkpoint_id))
+    assert loaded.state == cp.state and loaded.messages["w"][0].data == Note("hidden-note")
+    plain = ds.FileStore(path)
+    errors = []
+    for info in plain.list_runs():  # the checkpoint's run, among the storage's runs
+        try:
+            plain.load(info.run_id)
+        except ds.CodecError as exc:
+            errors.append(str(exc))
+    assert errors and all("k1" in e for e in errors)

@@ -4,7 +4,9 @@ it records, what a resumed step replays, and what it refuses."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import math
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -519,3 +521,31 @@ def test_run_sync_inside_a_run_async_step_fails_before_any_call(run_id: str) -> 
             assert names(await store.load(run_id)) == []
 
     asyncio.run(main())
+
+
+def test_an_encrypting_store_keeps_the_agents_calls_encrypted_and_replays_them(
+    tmp_path: Path, run_id: str, effects: Effects
+) -> None:
+    """On a FileStore with AES-256-GCM on, no recorded model response or tool result is
+    on disk in clear; after a crash before the last model request the step replays every
+    recorded call (only that request runs again) and ends as an uninterrupted run does;
+    without the key, loading the run is a CodecError naming the key id."""
+    keys = ds.Keyring("k1", {"k1": base64.b64encode(os.urandom(32)).decode()})
+    path = tmp_path / "runs"
+    effects(at=len(agents.FUNCTION_EFFECTS) - 1)
+    with pytest.raises(Crash):
+        ds.run(
+            run_id,
+            [agents.sync_step(agents.function_agent())],
+            ds.FileStore(path, codec=ds.ValueCodec(keys=keys)),
+        )
+    on_disk = b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())
+    for clear in (b"Paris", b"temp_c", b"must be", b"tool-call"):
+        assert clear not in on_disk, clear
+    with pytest.raises(ds.CodecError, match="k1"):
+        ds.FileStore(path).load(run_id)
+    again = effects()
+    store = ds.FileStore(path, codec=ds.ValueCodec(keys=keys))
+    state = ds.run(run_id, [agents.sync_step(agents.function_agent())], store)
+    assert state["output"] == agents.FUNCTION_OUTPUT
+    assert again.seen == agents.FUNCTION_EFFECTS[-1:]

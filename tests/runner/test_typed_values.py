@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import durable_steps as ds
 
@@ -90,6 +91,56 @@ def test_a_recorded_result_that_no_longer_validates_is_a_clear_error(run_id: str
     assert "call 0 'plan'" in message and "Plan" in message and "steps" in message
     cp = store.load(run_id)
     assert cp is not None and cp.calls[0]["result"] == {"steps": "not a list"}
+
+
+class Sent(BaseModel):
+    kind: str = Field(alias="type")
+    note: str | None = None
+
+
+def test_recorded_by_alias_and_only_the_fields_set_when_the_type_says_so(run_id: str) -> None:
+    """A call's model is recorded by alias (so a model whose fields have aliases replays);
+    ``Annotated[T, Recorded(exclude_unset=True)]`` records only the fields that were set,
+    and the replayed value has those same fields set -- also inside an SDK-like
+    dataclass that holds such models."""
+
+    @dataclass
+    class Reply:
+        items: list[Sent]
+        id: str | None = None
+
+    ran: list[str] = []
+    seen: list[Any] = []
+
+    def reply() -> Reply:
+        ran.append("reply")
+        return Reply(items=[Sent(type="text")], id="r")
+
+    crash = [True]
+
+    def step(state: Any) -> dict[str, Any]:
+        seen.append(
+            ds.call("reply", reply, returns=Annotated[Reply, ds.Recorded(exclude_unset=True)])
+        )
+        seen.append(ds.call("plain", lambda: Sent(type="x"), returns=Sent))
+        if crash[0]:
+            raise Crash
+        return {}
+
+    store = ds.MemoryStore()
+    with pytest.raises(Crash):
+        ds.run(run_id, [ds.Step("s", step)], store)
+    cp = store.load(run_id)
+    assert cp is not None
+    assert [r["result"] for r in cp.calls] == [
+        {"items": [{"type": "text"}], "id": "r"},
+        {"type": "x", "note": None},
+    ]
+    crash[0] = False
+    ds.run(run_id, [ds.Step("s", step)], store)
+    assert ran == ["reply"]
+    assert seen[0] == seen[2] and seen[1] == seen[3] and type(seen[2]) is Reply
+    assert seen[2].items[0].model_fields_set == {"kind"}
 
 
 def test_a_model_from_a_call_without_a_declared_type_is_refused(run_id: str) -> None:

@@ -36,3 +36,36 @@ def test_a_whole_document_file_is_read_as_a_document() -> None:
     doc, etag = formats.read_whole(data, "r", "here")
     cp = from_document(doc, "r", etag, "here")
     assert (cp.status, cp.etag, cp.step) == ("running", "e1", -1)
+
+
+def test_an_item_of_the_id_layout_is_read_as_its_document() -> None:
+    """An item of a Cosmos DB container of the earlier /id layout: the layout's fields
+    and the service's go, the document stays (its schema upgraded by from_document); an
+    item that points to segments is not of that layout, and is refused."""
+    item = {
+        "schema": 1,
+        "run_id": "r",
+        "step": 0,
+        "steps": ["a"],
+        "done": True,
+        "state": {"a": 1},
+        "id": "r",
+        "nonce": "n",
+        "size": 120,
+        "ttl": 60,
+        "_etag": "e",
+        "_ts": 1,
+    }
+    doc = formats.id_layout.document_of(item)
+    assert doc == {
+        "schema": 1,
+        "run_id": "r",
+        "step": 0,
+        "steps": ["a"],
+        "done": True,
+        "state": {"a": 1},
+    }
+    cp = from_document(doc, "r", "e", "here")
+    assert (cp.status, cp.state) == ("completed", {"a": 1})
+    with pytest.raises(ValueError, match="/run layout's 'gen'"):
+        formats.id_layout.document_of({**item, "gen": "g"})

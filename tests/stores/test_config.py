@@ -254,6 +254,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "MessageTimeoutError",
             "MissingExtraError",
             "Queue",  # queues
+            "Recorded",
             "Recovered",
             "Retry",
             "RunInfo",
@@ -325,6 +326,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "store_for",
             "store_from_env",
             "track_tasks",
+            "typed_as",
             "upgrade_run",  # lifecycle (issue 33)
             "upgrade_run_async",
             "wait_for_signal",

@@ -1,7 +1,8 @@
 """``durable-steps doctor``, ``migrate`` and ``worker``: checking a store, copying
 runs between stores, and recovering runs in a loop.
 
-``migrate`` streams the source's listing and copies one run at a time. A run it
+``migrate`` streams the source's listing and copies one run at a time, its kept history
+first (``copying``). A run it
 cannot copy (unreadable in the source, too large or not valid for the target) is
 recorded and skipped; a failure of a store itself (unreachable, refused, missing
 container) stops the copy, since every later run would fail the same way. Either
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from dataclasses import replace
 from typing import Any
 
 import click
@@ -23,7 +23,6 @@ import click
 from ..seam.checkpoint import Checkpoint, RunInfo
 from ..seam.errors import (
     ConfigurationError,
-    ConflictError,
     CorruptCheckpointError,
     DurableError,
     StoreError,
@@ -32,6 +31,7 @@ from ..seam.store import Store
 from ..stores.config import async_store_for, check_spec, describe, store_for
 from ..stores.file.store import FileStore
 from .common import Progress, first_line, note, say
+from .copying import Copied, copy_run
 from .verify import Verified, print_damaged, summary, verify
 
 # -- doctor -----------------------------------------------------------------------------
@@ -206,7 +206,8 @@ def _probe_deleted(deleted: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def migrate(target: str, source: str, as_json: bool) -> None:
-    """Copy every run to another store, checkpoints intact (steps, state, attempt, age).
+    """Copy every run to another store, checkpoints intact (steps, state, attempt, age),
+    with the history the source keeps of each (every kept step, then the latest).
 
     Each run is read in the target first: one that already exists there is
     compared, reported and left alone, never written to. A run that cannot be
@@ -226,6 +227,8 @@ def migrate(target: str, source: str, as_json: bool) -> None:
         "conflicts": [],
         "failed": [],
         "stopped": None,
+        "history_steps": 0,
+        "latest_only": [],
     }
     check_spec(source)
     check_spec(target)  # before the source is opened: a typo is the first thing said
@@ -248,8 +251,11 @@ def migrate(target: str, source: str, as_json: bool) -> None:
                     if not as_json:
                         note(("failed ", "red"), f"{info.run_id}: {_why(exc)}")
                 else:
-                    if outcome is not None:
-                        result[outcome].append(info.run_id)
+                    if outcome.outcome is not None:
+                        result[outcome.outcome].append(info.run_id)
+                    result["history_steps"] += outcome.steps
+                    if outcome.latest_only:
+                        result["latest_only"].append(info.run_id)
                 current = None
                 progress.advance()
         except (StoreError, ConfigurationError) as exc:
@@ -262,30 +268,15 @@ def migrate(target: str, source: str, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-def _copy(src: Any, dst: Any, info: RunInfo) -> str | None:
+def _copy(src: Any, dst: Any, info: RunInfo) -> Copied:
     if info.error is not None:
         raise CorruptCheckpointError(info.error, run_id=info.run_id)
     cp = src.load(info.run_id)
     if cp is None:
-        return None  # deleted while we copied
+        return Copied(None)  # deleted while we copied
     # The target is read first: a run already there is compared, never written to (a
     # create that loses may leave data behind on Cosmos DB until 'runs prune').
-    there = dst.load(cp.run_id)
-    if there is None:
-        try:
-            dst.save(replace(cp, etag=None))
-        except ConflictError:  # created meanwhile
-            there = dst.load(cp.run_id)
-        else:
-            return "copied"
-    return "identical" if there is not None and _same(there, cp) else "conflicts"
-
-
-def _same(a: Checkpoint, b: Checkpoint) -> bool:
-    def key(cp: Checkpoint) -> tuple[Any, ...]:
-        return cp.state, cp.steps, cp.status, cp.workflow, dict(cp.signals)
-
-    return key(a) == key(b)
+    return copy_run(src, dst, cp)
 
 
 def _failure(run_id: str | None, exc: DurableError) -> dict[str, Any]:
@@ -299,6 +290,13 @@ def _why(exc: DurableError) -> str:
 def _report(result: dict[str, Any], where: str) -> None:
     copied, there = len(result["copied"]), len(result["identical"])
     note(f"copied {copied:,} run(s) {where}; {there:,} already there")
+    if result["history_steps"]:
+        note(f"history: {result['history_steps']:,} earlier step(s) copied before the latest")
+    if latest := result["latest_only"]:
+        note(
+            f"{len(latest):,} run(s) copied without history: the source kept only their "
+            "latest checkpoint (history='none', or a container of the earlier /id layout)"
+        )
     if result["conflicts"]:
         shown = ", ".join(result["conflicts"][:10])
         more = f" and {len(result['conflicts']) - 10} more" if len(result["conflicts"]) > 10 else ""

@@ -7,11 +7,18 @@ when it is a model class (``def plan(...) -> Plan``), or ``returns=`` on ``call`
 ``Plan | None``). A writable store must not choose what code is imported, so no class
 name is ever written or read.
 
-- A call: its result is recorded as the model's JSON (``model_dump(mode="json")``) and
-  returned validated as the type -- the same on the first run and on a replay, so code
-  after the call sees one thing. A recorded result that does not validate (the model
-  changed since it was recorded) is ``InvalidStateError`` naming the call, the type and
-  Pydantic's message, never a silent dict. A model returned by a call that declares no
+- A call: its result is recorded as its JSON (the type's ``TypeAdapter``: a model's
+  ``model_dump(mode="json", by_alias=True)``, so that it validates back whatever its
+  aliases) and returned validated as the type -- the same on the first run and on a
+  replay, so code after the call sees one thing. Any type Pydantic validates will do,
+  an SDK's own dataclasses and unions included (the agent integrations record model
+  responses, tool outputs and guardrail results so: ``integrations/openai_agents``).
+  ``Annotated[T, Recorded(exclude_unset=True)]`` records only the fields that were
+  set, so the value comes back with the same fields set (an SDK may send a model
+  exactly the fields that were set: the OpenAI Agents SDK's output items). A recorded
+  result that does not validate (the model changed since it was recorded) is
+  ``InvalidStateError`` naming the call, the type and Pydantic's message, never a
+  silent dict. A model returned by a call that declares no
   type is refused at once (``InvalidStateError``): on replay there would be nothing to
   say what it was.
 - A step: a returned model's fields are the step's updates, merged into the state as a
@@ -29,27 +36,49 @@ import functools
 import sys
 import typing
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from ..seam.errors import InvalidStateError
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """How a call's values of a type are recorded, given as ``Annotated[T, Recorded(...)]``
+    in ``returns=``. ``exclude_unset``: only the fields that were set (they come back set,
+    the others at their defaults)."""
+
+    exclude_unset: bool = False
 
 
 class Typed:
     """How values of one declared type go to JSON and back (a Pydantic TypeAdapter)."""
 
-    __slots__ = ("adapter", "kind")
+    __slots__ = ("adapter", "kind", "recorded")
 
     def __init__(self, kind: Any) -> None:
         from pydantic import TypeAdapter
 
         self.kind, self.adapter = kind, TypeAdapter(kind)
+        found = [m for m in getattr(kind, "__metadata__", ()) if isinstance(m, Recorded)]
+        self.recorded = found[-1] if found else Recorded()
 
     @property
     def name(self) -> str:
-        return getattr(self.kind, "__name__", None) or repr(self.kind)
+        annotated = typing.get_origin(self.kind) is Annotated
+        kind = typing.get_args(self.kind)[0] if annotated else self.kind
+        return getattr(kind, "__name__", None) or repr(kind)
 
     def dump(self, value: Any) -> Any:
+        """A step's updates: the fields by their names, every one."""
         return self.adapter.dump_python(value, mode="json")
+
+    def record(self, value: Any) -> Any:
+        """A call's result as recorded: by alias (as it validates back), and only the
+        fields set when the type says ``Recorded(exclude_unset=True)``."""
+        return self.adapter.dump_python(
+            value, mode="json", by_alias=True, exclude_unset=self.recorded.exclude_unset
+        )
 
     def load(self, value: Any, what: str, run_id: str) -> Any:
         from pydantic import ValidationError
@@ -82,6 +111,13 @@ def declared(fn: Callable[..., Any], returns: Any) -> Typed | None:
         return _typed(returns)
     kind = _annotation(fn)
     return None if kind is None else _typed(kind)
+
+
+def typed_as(kind: Any) -> Typed:
+    """How values of ``kind`` (any type Pydantic validates) are recorded and read back:
+    for code that knows a value's type by other means than ``returns=`` (the Agent
+    Framework integration: a checkpoint value's allowed class)."""
+    return _typed(kind)
 
 
 @functools.cache
@@ -128,7 +164,7 @@ def call_result(typed: Typed | None, value: Any, name: str, run_id: str) -> Any:
     returns something else fails its call, loudly), then its JSON; a model without a
     declared type is refused (it would come back as a dict)."""
     if typed is not None:
-        return typed.dump(typed.load(value, f"what call {name!r} returned", run_id))
+        return typed.record(typed.load(value, f"what call {name!r} returned", run_id))
     if is_model(value):
         kind = type(value).__name__
         raise InvalidStateError(

@@ -16,9 +16,10 @@ History shares bytes with the saves, per backend:
 - the file store's log of records *is* each save's update: a compaction moves the
   superseded log into ``history/`` (a hard link, no copy) instead of dropping it;
 - Cosmos DB's delta segments are each save's update: a fold keeps the generations it
-  supersedes, and with history on the data is never inline in the head, so each
-  save's update is a segment (a step's completing save always writes one, with a
-  small ``hist`` marker: the step, its name, time, attempts and size);
+  supersedes, and with history on the data is inline in the head only until the
+  run's first step completes, so each step's update is a segment (a step's completing
+  save always writes one, with a small ``hist`` marker: the step, its name, time,
+  attempts and size);
 - the memory store keeps each completing save's document (bytes it made anyway).
 
 A step's entry (``StepRecord``): its index, name, when it completed, how many

@@ -2,7 +2,8 @@
 ``finished_ttl`` ago are deleted with everything of them (history, segments or records;
 streams when they come, through the store's ``delete``).
 
-Cosmos DB expires them itself (item TTL: its ``delete_expired`` does nothing); the file
+Cosmos DB expires a run's head and snapshot itself (item TTL; its ``delete_expired`` removes
+what they leave once the head is gone: streams, events, kept history); the file
 and memory stores have no such service, so the worker asks them (``Store.delete_expired``)
 once per ``EVERY`` seconds of its loop, and once per ``--once`` pass; ``durable-steps
 runs prune`` does the same from a shell or a cron job. A failure is logged, never

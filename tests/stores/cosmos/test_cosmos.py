@@ -44,10 +44,14 @@ class CountingTransport(RequestsTransport):  # type: ignore[misc]
         self.sent.clear()
 
 
-@pytest.fixture
-def counted(cosmos: Cosmos) -> Iterator[tuple[ds.CosmosStore, CountingTransport]]:
+@pytest.fixture(params=["none", "steps"])
+def counted(
+    cosmos: Cosmos, request: pytest.FixtureRequest
+) -> Iterator[tuple[ds.CosmosStore, CountingTransport]]:
+    """A store whose requests are counted: without history (``history="none"``: a small
+    run's data inline in its head) and with it (the default)."""
     transport = CountingTransport()
-    store = cosmos.store(transport=transport)
+    store = cosmos.store(transport=transport, history=request.param)
     transport.clear()  # construction resolves the container once; not the hot path
     yield store, transport
     store.close()
@@ -56,8 +60,13 @@ def counted(cosmos: Cosmos) -> Iterator[tuple[ds.CosmosStore, CountingTransport]
 def test_one_request_per_save_and_per_load(
     counted: tuple[ds.CosmosStore, CountingTransport], run_id: str
 ) -> None:
-    """Each load and each save is exactly one HTTP request: no queries, no metadata reads."""
+    """Without history, each load and each save of a small run is exactly one HTTP
+    request: no queries, no metadata reads. With history (the default) a save that
+    completes a step is two (its update as a segment, then the head: DESIGN's "at most
+    two requests per save"), and a load two (the head, one query of its segments); a
+    save before any step completed (a new run, its claim) stays one."""
     store, transport = counted
+    history = store.history.on
     assert store.load(run_id) is None
     assert len(transport.requests) == 1
     cp = store.save(ds.Checkpoint(run_id, -1, {}))
@@ -65,24 +74,28 @@ def test_one_request_per_save_and_per_load(
     for i in range(5):
         cp = store.save(replace(cp, step=i, steps=(*cp.steps, f"s{i}"), state={"i": i}))
         store.load(run_id)
-    assert len(transport.requests) == 12
     methods = [r.split()[0] for r in transport.requests]
-    assert methods == ["GET", "POST"] + ["PUT", "GET"] * 5
+    if history:  # POST a segment, PUT the head; GET the head, POST the segments' query
+        assert methods == ["GET", "POST"] + ["POST", "PUT", "GET", "POST"] * 5
+    else:
+        assert methods == ["GET", "POST"] + ["PUT", "GET"] * 5
 
 
 def test_run_costs_one_request_per_step_plus_claim(
     counted: tuple[ds.CosmosStore, CountingTransport], run_id: str
 ) -> None:
-    """run() over 10 steps sends 12 requests: one load, one claim, one save per step."""
+    """run() over 10 steps sends one load, one claim and, per step, one save without
+    history (12) or two with it (22: each step's update is a segment, then the head)."""
     store, transport = counted
     ds.run(run_id, [ds.Step(f"s{i}", lambda s: None) for i in range(10)], store)
-    assert len(transport.requests) == 12
+    assert len(transport.requests) == (22 if store.history.on else 12)
 
 
 def test_a_small_run_is_one_item_its_head_with_the_data_inline(cosmos: Cosmos, run_id: str) -> None:
-    """A store creates containers partitioned by /run; a small run is one item, its head
-    (id = run = run id) with the state inline, readable with azure-cosmos directly."""
-    with cosmos.store() as store:
+    """A store creates containers partitioned by /run; without history a small run is
+    one item, its head (id = run = run id) with the state inline, readable with
+    azure-cosmos directly."""
+    with cosmos.store(history="none") as store:
         ds.run(run_id, [ds.Step("a", lambda s: {"x": 1}), ds.Step("b", lambda s: {"y": 2})], store)
     container = cosmos.raw_container()
     assert container.read()["partitionKey"]["paths"] == ["/run"]
@@ -356,3 +369,18 @@ def test_a_bad_run_id_sends_nothing_even_as_the_first_call(
         assert proxy.exchanges == []
     finally:
         store.close()
+
+
+def test_a_small_run_begun_inline_keeps_every_step(cosmos: Cosmos, run_id: str) -> None:
+    """History is the default: a small run's first save (before any step) is inline in
+    its head, and each step it then completes is kept -- ``load_at`` of every step,
+    the first one included, gives the state after it."""
+    with cosmos.store() as store:
+        cp = store.save(ds.Checkpoint(run_id, -1, {"n": -1}))
+        assert "state" in cosmos.raw_container().read_item(run_id, partition_key=run_id)
+        for i in range(3):
+            cp = store.save(replace(cp, step=i, steps=(*cp.steps, f"s{i}"), state={"n": i}))
+        assert [h.step for h in store.run_history(run_id) or []] == [0, 1, 2]
+        for i in range(3):
+            at = store.load_at(run_id, i)
+            assert at is not None and (at.state, at.steps) == ({"n": i}, cp.steps[: i + 1])

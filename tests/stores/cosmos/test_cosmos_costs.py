@@ -159,7 +159,8 @@ def test_heartbeats_of_a_running_step_are_small_patches(
 def test_a_resumed_runs_claim_is_a_small_patch(proxied: tuple[Cosmos, Proxy], run_id: str) -> None:
     """Resuming a run with 1 MB of state: one load (its head, and one query for its
     segments), the claim as a PATCH of a few hundred bytes (the store read that
-    version), then the step's save: the head alone, since the data did not change."""
+    version), then the step's save: no data changed, so a small segment (history's mark
+    of the completed step) and the head."""
     endpoint, proxy = proxied
 
     def fail(state: Any) -> None:
@@ -173,8 +174,9 @@ def test_a_resumed_runs_claim_is_a_small_patch(proxied: tuple[Cosmos, Proxy], ru
         proxy.clear()
         final = ds.run(run_id, [ds.Step("a", lambda s: None), ds.Step("b", lambda s: None)], store)
     methods = [(e.method, e.status) for e in proxy.store_calls() if "/docs" in e.path]
-    assert methods == [("GET", 200), ("QUERY", 200), ("PATCH", 200), ("PUT", 200)]
+    assert methods == [("GET", 200), ("QUERY", 200), ("PATCH", 200), ("POST", 201), ("PUT", 200)]
     assert len(proxy.of("PATCH")[0].body) < 1024
+    assert len(proxy.of("POST")[-1].body) < 1024
     assert len(proxy.of("PUT")[0].body) < 2048
     assert len(final["blob"]) == 1_000_000
 

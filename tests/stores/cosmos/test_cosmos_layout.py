@@ -140,7 +140,7 @@ def test_a_fold_rewrites_the_data_and_deletes_what_it_superseded(
     every segment of the older generation (one query of ids, then the deletes)."""
     endpoint, proxy = proxied
     direct = replace(endpoint, endpoint=proxy.upstream_url)
-    with endpoint.store() as store:
+    with endpoint.store(history="none") as store:  # (history keeps what a fold supersedes)
         cp = grow(store, store.save(ds.Checkpoint(run_id, -1, {})), big="0" * 40_000)
         cp = grow(store, grow(store, cp, a=1), b=2)
         head, before = split(direct, run_id)
@@ -292,8 +292,10 @@ def test_prune_sweeps_segments_whose_head_is_gone(cosmos: Cosmos, run_id: str) -
 def test_the_segments_of_a_completed_run_expire_after_its_head(cosmos: Cosmos, run_id: str) -> None:
     """With finished_ttl, completing a run with segments folds them into a snapshot that
     carries a ttl an hour longer than the head's: Cosmos DB expires the head first, and
-    then its data, with no job to run."""
-    with cosmos.store(finished_ttl=86400) as store:
+    then its data, with no job to run. (With history, the default, the generations it
+    keeps carry none: ``delete_expired`` removes them once the head is gone,
+    tests/history/test_retention.py.)"""
+    with cosmos.store(finished_ttl=86400, history="none") as store:
         ds.run(run_id, [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": KB5}) for i in range(3)], store)
     head, segs = split(cosmos, run_id)
     assert head["ttl"] == 86400 and head["status"] == "completed"
@@ -325,7 +327,7 @@ def test_a_head_written_without_finished_ttl_still_goes_before_its_expiring_segm
     """A signal sent to that completed run by a store without finished_ttl (as the CLI's
     is) keeps the head's expiry: a head that outlived its snapshot would name a missing
     segment, and the run would no longer load."""
-    with cosmos.store(finished_ttl=86400) as store:
+    with cosmos.store(finished_ttl=86400, history="none") as store:
         ds.run(run_id, [ds.Step(f"s{i}", lambda s, i=i: {f"k{i}": KB5}) for i in range(3)], store)
     before, segs = split(cosmos, run_id)
     with cosmos.store() as store:

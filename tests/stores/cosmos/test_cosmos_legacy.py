@@ -125,11 +125,13 @@ def test_migrate_moves_the_runs_to_a_container_of_the_new_layout(
     legacy: Cosmos, cosmos_local: Cosmos, run_id: str
 ) -> None:
     """`durable-steps migrate --from cosmos --to cosmos:NEW` copies every run of an /id
-    container into a /run one (steps, state, age intact), where it grows past 2 MB;
+    container into a /run one (steps, state, age intact), where it grows past 2 MB; it
+    says which runs came without history (that layout keeps none);
     `doctor` on the old container says what is wrong and what to do."""
     legacy.raw_container().create_item(earlier_item(f"{run_id}-a", {"a": 1}))
     with legacy.store() as store:
         ds.run(f"{run_id}-b", [ds.Step("s", lambda s: {"blob": "b" * 1_500_000})], store)
+        ds.run(f"{run_id}-c", [ds.Step("s", lambda s: None), ds.Step("t", lambda s: None)], store)
     new = cosmos_local.fresh()
     try:
         cli = Cli(legacy.env())
@@ -138,7 +140,9 @@ def test_migrate_moves_the_runs_to_a_container_of_the_new_layout(
         assert "partition key /id, the earlier layout" in doctor.stdout + doctor.stderr
         assert "migrate --from cosmos --to cosmos:NEWCONTAINER" in doctor.stdout + doctor.stderr
         moved = cli.json("migrate", "--from", "cosmos", "--to", f"cosmos:{new.container}")
-        assert sorted(moved["copied"]) == [f"{run_id}-a", f"{run_id}-b"]
+        assert sorted(moved["copied"]) == [f"{run_id}-a", f"{run_id}-b", f"{run_id}-c"]
+        # the /id layout keeps no history: the run of two steps came without its first
+        assert moved["latest_only"] == [f"{run_id}-c"] and moved["history_steps"] == 0
         assert "partition key /run" in Cli(new.env())("doctor").stdout
         with new.store() as store:
             assert store.partition_key == "/run"

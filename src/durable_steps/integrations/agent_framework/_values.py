@@ -8,7 +8,8 @@ JSON object ``{"$af": "module:qualname", "v": ...}`` and rebuilds it through the
 type's own constructor -- never by running code that the stored bytes name:
 
 - a dataclass: its init fields, rebuilt with ``cls(**fields)``;
-- a Pydantic model: ``model_dump(mode="json")``, rebuilt with ``model_validate``;
+- a Pydantic model: its JSON as ``runner/typed.py`` records a call's typed value (by
+  alias), rebuilt by validating it as the class -- the mechanism of typed values;
 - a class of Agent Framework's ``SerializationMixin`` (``Message``, ``AgentResponse``,
   ``AgentSession``...): ``to_dict()``, rebuilt with ``from_dict``;
 - an ``Enum``: its value; a class (a request's response type): its name;
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from ... import CorruptCheckpointError, InvalidStateError
+from ... import CorruptCheckpointError, InvalidStateError, typed_as
 
 MAX_SAFE_INT = 2**53 - 1
 """The largest integer every store keeps exactly (Cosmos DB's numbers are doubles)."""
@@ -126,7 +127,7 @@ class Values:
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
             return {TAG: key, "v": self.encode(fields, where, path)}
         if callable(getattr(cls, "model_validate", None)) and hasattr(value, "model_dump"):
-            return {TAG: key, "v": self.encode(value.model_dump(mode="json"), where, path)}
+            return {TAG: key, "v": self.encode(typed_as(cls).record(value), where, path)}
         if callable(getattr(cls, "from_dict", None)) and callable(getattr(value, "to_dict", None)):
             return {TAG: key, "v": self.encode(value.to_dict(), where, path)}
         self._refuse(
@@ -206,9 +207,8 @@ class Values:
         if dataclasses.is_dataclass(cls):
             make: Any = cls
             return make(**self.decode(raw, where))
-        validate = getattr(cls, "model_validate", None)
-        if callable(validate):
-            return validate(self.decode(raw, where))
+        if callable(getattr(cls, "model_validate", None)):
+            return typed_as(cls).load(self.decode(raw, where), f"a stored {tag}", where)
         rebuild: Any = cls
         return rebuild.from_dict(self.decode(raw, where))
 

@@ -30,13 +30,15 @@ guardrails and the tools of one response at once, each in a task of its own: eac
 replays its own calls (``track_tasks()`` as the run starts names them under ``run_sync``
 too), so they may finish in any order.
 
-Values are JSON, never pickled, and a run sees the same values live and replayed (a call
-returns what its record decodes to): a ``ModelResponse`` as its fields, each output item
-by its own Pydantic JSON (``by_alias``, ``exclude_unset``: what the model is sent next is
-the same) and rebuilt as the same type; a tool's result as it is when it is plain JSON
-(or the SDK's ``ToolOutputText``/``Image``/``FileContent``, rebuilt), else as what the SDK
-would send the model (its ``str``, or its JSON when the tool declares an output schema); a
-guardrail's output as its tripwire (or behavior) and its ``output_info`` in JSON.
+Values are JSON, never pickled, and a run sees the same values live and replayed: each
+call declares the type it records (``call_async(..., returns=T)``, ``_recorded.py``), so
+``runner/typed.py`` records it as JSON and returns it validated as that type, and the
+store's codec (compression, encryption) applies to it like to any call's result. A
+``ModelResponse`` as the SDK's dataclass, each output item by its own Pydantic JSON, only
+the fields set (what the model is sent next is the same); a tool's result as it is when
+it is plain JSON (or the SDK's ``ToolOutputText``/``Image``/``FileContent``), else as what
+the SDK would send the model (its ``str``, or its JSON when the tool declares an output
+schema); a guardrail's output as the SDK's own type, its ``output_info`` in JSON.
 
 Call names (what ``StepMismatchError`` compares when a step runs again):
 ``model.get_response``, ``tool.NAME``, ``approval.NAME`` (a hosted MCP server's label),

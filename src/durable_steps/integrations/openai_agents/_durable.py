@@ -36,7 +36,7 @@ from pydantic_core import to_jsonable_python
 
 from durable_steps import StepContext, call_async, current_step
 
-from ._codec import decode_output, decode_response, encode_output, encode_response
+from ._recorded import OUTPUT, RESPONSE, guardrail_output, output, tool_result
 
 
 def in_step() -> StepContext | None:
@@ -214,11 +214,11 @@ class _DurableModel(Model):
                 "OpenAI client retries inside the call), or give the step a Retry"
             )
 
-        async def body() -> dict[str, Any]:
-            return encode_response(await self.model.get_response(*args, **kwargs))
+        async def body() -> ModelResponse:
+            return await self.model.get_response(*args, **kwargs)
 
-        recorded: dict[str, Any] = await call_async("model.get_response", body)
-        return decode_response(recorded)
+        response: ModelResponse = await call_async("model.get_response", body, returns=RESPONSE)
+        return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         return self.model.stream_response(*args, **kwargs)  # a step refuses run_streamed
@@ -277,11 +277,10 @@ def _durable_invoke(
         if in_step() is None:
             return await _result(invoke(context, arguments))
 
-        async def body() -> dict[str, Any]:
-            return encode_output(await _result(invoke(context, arguments)), schema=schema)
+        async def body() -> Any:
+            return output(await _result(invoke(context, arguments)), schema=schema)
 
-        recorded: dict[str, Any] = await call_async(name, body)
-        return decode_output(recorded)
+        return tool_result(await call_async(name, body, returns=OUTPUT))
 
     return on_invoke_tool
 
@@ -325,18 +324,13 @@ def _durable_guardrail(guardrail: Any, kind: str) -> Any:
         if in_step() is None:
             return await _result(check(*args))
 
-        async def body() -> dict[str, Any]:
-            out = await _result(check(*args))
-            decision = "behavior" if kind.startswith("tool_") else "tripwire_triggered"
-            return {
-                "output_info": to_jsonable_python(out.output_info, fallback=str),
-                decision: to_jsonable_python(getattr(out, decision)),
-            }
+        async def body() -> Any:
+            return guardrail_output(await _result(check(*args)))
 
-        recorded: dict[str, Any] = await call_async(name, body)
-        if "behavior" in recorded:
-            return ToolGuardrailFunctionOutput(recorded["output_info"], recorded["behavior"])
-        return GuardrailFunctionOutput(recorded["output_info"], recorded["tripwire_triggered"])
+        returns = (
+            ToolGuardrailFunctionOutput if kind.startswith("tool_") else GuardrailFunctionOutput
+        )
+        return await call_async(name, body, returns=returns)
 
     durable = copy.copy(guardrail)
     durable.guardrail_function = guardrail_function

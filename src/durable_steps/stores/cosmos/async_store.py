@@ -15,6 +15,7 @@ from ...seam.items import Item
 from ...seam.rules import RunFilter
 from ...seam.store import AsyncStore
 from .container import PARALLEL, new_container
+from .expiry import Expiry
 from .history import HistoryPrograms
 from .listing import Listing, query_for, takeable_query
 from .programs import OPEN, ORPHAN_AGE, QUERY, Program, SdkCall, T
@@ -30,7 +31,7 @@ from .sdk import (
 )
 
 
-class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
+class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncStore):
     """CosmosStore on ``azure.cosmos.aio``: native async I/O, the same contract.
 
     Use ``async with AsyncCosmosStore(...) as store`` (or ``await store.close()``)
@@ -53,7 +54,7 @@ class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
         codec: Codec | None = None,
-        history: str = "none",
+        history: str = "steps",
         keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
@@ -65,8 +66,9 @@ class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
             max_state_bytes=max_state_bytes,
             codec=codec,
         )
-        # History (issue 33) is opt-in here for now: with it on, a small run's data is
-        # never inline in its head (two requests per save, not one); see ``history``.
+        # History (issue 33), "steps" by default as on every store: a save that completes
+        # a step writes its update as a segment, then the head -- two requests, not the
+        # one of data inline in the head (``history``; "none" keeps that).
         self._items.history = self.history = keep(history, keep_last)
         key = checked_key(endpoint, key)
         self._create = create_if_missing
@@ -173,6 +175,10 @@ class AsyncCosmosStore(HistoryPrograms, Removals, ItemPrograms, AsyncStore):
     async def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
         """As ``CosmosStore.prune_orphans``."""
         return await self._do(self._sweep(older_than))
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        """As ``CosmosStore.delete_expired``."""
+        return await self._do(self._delete_expired(now))
 
     async def run_history(self, run_id: str) -> list[StepRecord] | None:
         return await self._do(self._history(run_id))

@@ -45,8 +45,8 @@ class HeadPrograms(Saves):
         """The checkpoint of a head read alone (for one that points to segments, with an
         empty state), remembered as the version this store knows."""
         where = f"{self._where} item {run_id!r}"
-        chain = self._chain(run_id, head)
-        item = head if chain is None else {**head, "state": {}, "calls": None}
+        item, chain = self._document(run_id, head)
+        item = item if chain is None else {**item, "state": {}, "calls": None}
         cp = from_document(as_stored(dict(item)), run_id, head.get("_etag"), where)
         self._items.read(
             run_id,

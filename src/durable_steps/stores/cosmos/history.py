@@ -2,7 +2,8 @@
 
 Each save's update is a delta segment already (``segments``). With history on (the
 store's ``history="steps"``, the default; ``seam.history``) ``plan`` keeps them: the
-data is never inline in the head (so every update is a segment), a save that completes
+data is inline in the head only until the run's first step completes (nothing before
+it is history; so every step's update is a segment), a save that completes
 a step always writes one and marks it ``hist`` (the step, its name, time, attempts and
 the update's bytes), and a fold keeps the generations it supersedes, its snapshot
 naming the chain's tip before it (``back``). Storage is then the segments the saves

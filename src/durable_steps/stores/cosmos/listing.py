@@ -68,13 +68,9 @@ def query_for(filters: RunFilter) -> Listing:
     parameters: list[dict[str, Any]] = []
     if status is not None:
         parameters.append({"name": "@status", "value": status})
-        # Schema 1 items have no status: ``done`` says completed, else running.
-        legacy = {
-            "completed": " OR (NOT IS_DEFINED(c.status) AND c.done = true)",
-            "running": " OR (NOT IS_DEFINED(c.status) AND (NOT IS_DEFINED(c.done) OR "
-            "c.done = false))",
-        }.get(status, "")
-        where.append(f"(c.status = @status{legacy})")
+        # Schema 1 items (the /id layout's) have no status: their own condition.
+        old = formats.id_layout.STATUS_OF_SCHEMA_1.get(status)
+        where.append("(c.status = @status)" if old is None else f"(c.status = @status OR ({old}))")
     if workflow is not None:
         parameters.append({"name": "@workflow", "value": workflow})
         where.append("c.workflow = @workflow")

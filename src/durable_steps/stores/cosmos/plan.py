@@ -144,9 +144,11 @@ class _Planner:
         expire = self.ttl is not None and chain is not None and self.until is None
         if chain is not None and not parts and not expire and self.hist is None:
             return self._head_only(chain)  # the data is unchanged
-        # With history, data is inline only in a new run's first save before any step
-        # (nothing of it is history: no step completed, no call recorded): one request.
-        inline = not self.keep or (self.cp.etag is None and self.hist is None)
+        # With history, data is inline only until a step completes (nothing of it is
+        # history: ``load_at`` needs no journal of step 0 before it completes): a new
+        # run's first save, its claim and heartbeats stay one request each. The save
+        # that completes step 0 writes the first snapshot, marked.
+        inline = not self.keep or (self.hist is None and self.cp.step < 0)
         if (
             chain is None
             and inline

@@ -20,6 +20,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ...seam import formats
 from ...seam import store as seam_store
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
@@ -139,11 +140,7 @@ class CosmosPrograms:
         if head is None:
             return None
         where = f"{self._where} item {run_id!r}"
-        try:
-            chain = segments.chain_of(head)
-        except (TypeError, ValueError) as exc:
-            raise corrupt_error(run_id, where, str(exc)) from None
-        item = head
+        item, chain = self._document(run_id, head)
         if chain is not None:
             try:
                 found = yield SdkCall(QUERY, segments.of_generation(run_id, chain))
@@ -163,7 +160,7 @@ class CosmosPrograms:
                 return (yield from self._load(run_id, retries - 1))
             item = {**head, "state": state, "calls": calls}
         item = as_stored(item)
-        cp = decoded(self.codec, from_document(item, run_id, item.get("_etag"), where))
+        cp = decoded(self.codec, from_document(item, run_id, head.get("_etag"), where))
         until = head.get("until")
         self._items.read(
             run_id,
@@ -175,6 +172,19 @@ class CosmosPrograms:
             calls=cp.calls,
         )
         return cp
+
+    def _document(
+        self, run_id: str, head: dict[str, Any]
+    ) -> tuple[dict[str, Any], segments.Chain | None]:
+        """What a head holds as today's document (an item of the earlier layout as
+        ``seam.formats`` reads it), and the chain of segments it points to (None: its
+        data is inline)."""
+        try:
+            if self._legacy:  # the earlier layout: the item is the whole document
+                return formats.id_layout.document_of(head), None
+            return head, segments.chain_of(head)
+        except (TypeError, ValueError) as exc:
+            raise corrupt_error(run_id, f"{self._where} item {run_id!r}", str(exc)) from None
 
     def _head(self, run_id: str) -> Program[dict[str, Any] | None]:
         try:

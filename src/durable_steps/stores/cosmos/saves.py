@@ -92,15 +92,37 @@ class Saves(CosmosPrograms):
         except ConflictError:
             if saving.segments and checkpoint.etag is not None:
                 # Its head, conditional on a version that is gone, can never land now:
-                # its segments are no save's. (A create's could, if the run were
-                # deleted meanwhile: those are left for prune.)
-                yield from self._delete_segments(run_id, _ids(saving), "unused")
+                # its segments are no save's -- unless its head did land, its answer
+                # lost, and another writer saved on top of it: the head now there
+                # reaches them then (``_unreached``). (A create's could land, if the
+                # run were deleted meanwhile: those are left for prune.)
+                yield from self._delete_segments(
+                    run_id, (yield from self._unreached(run_id, _ids(saving))), "unused"
+                )
             raise
         if saving.cleanup is not None:
             yield from self._cleanup(run_id, *saving.cleanup)
         if saving.trim is not None and saving.known.chain is not None:  # keep_last (issue 33)
             yield from self._trim(run_id, saving.known.chain, saving.trim)
         return self._confirmed(saving, etag)
+
+    def _unreached(self, run_id: str, own: list[dict[str, Any]]) -> Program[list[dict[str, Any]]]:
+        """Those of ``own`` (a losing save's segments) that the run's head, read now,
+        does not reach along its chain and history (``segments.history_chain``); none
+        when that cannot be read (prune decides later)."""
+        try:
+            head = yield _read(run_id)
+            chain = segments.chain_of(head)
+            found = [] if chain is None else (yield SdkCall(QUERY, segments.history_links(run_id)))
+        except (AzureError, TypeError, ValueError) as exc:
+            if isinstance(exc, AzureError) and missing_item(exc):
+                return own
+            log.warning("run %r: could not tell whether its segments are needed: %s", run_id, exc)
+            return []
+        reached = (
+            set() if chain is None else {v.get("seg") for v in segments.history_chain(chain, found)}
+        )
+        return [s for s in own if s["id"][1:].split(".")[0] not in reached]  # "~SEG[.PART]"
 
     def _commit(
         self,

@@ -34,6 +34,7 @@ from ...seam.rules import RunFilter
 from ...seam.store import Store
 from .async_store import AsyncCosmosStore
 from .container import INDEXING, PARALLEL, new_container
+from .expiry import Expiry
 from .history import HistoryPrograms
 from .items import MAX_ITEM_BYTES
 from .listing import Listing, query_for, takeable_query
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 
-class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
+class CosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, Store):
     """Checkpoints in an Azure Cosmos DB for NoSQL container (partition key ``/run``;
     containers of the earlier layout, ``/id``, keep working as they did).
 
@@ -79,7 +80,11 @@ class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
     roles cannot create them; it creates a ``/run`` container). ``finished_ttl``
     (seconds) lets Cosmos DB expire a run that long after it completed; it needs TTL
     on in the container (infra/ does that). ``max_state_bytes``: the state size limit
-    (default ``MAX_STATE_BYTES``). Extra keyword arguments go to ``CosmosClient``.
+    (default ``MAX_STATE_BYTES``). ``history`` (``"steps"``, the default, or ``"none"``)
+    and ``keep_last``: what is kept of each completed step (``seam.history``); with
+    history a save that completes a step is two requests (its segment, then the head),
+    without it a small run's save is one (its data inline in the head). Extra keyword
+    arguments go to ``CosmosClient``.
     """
 
     kind = "CosmosStore"
@@ -97,7 +102,7 @@ class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
         finished_ttl: int | None = None,
         max_state_bytes: int | None = None,
         codec: Codec | None = None,
-        history: str = "none",
+        history: str = "steps",
         keep_last: int | None = None,
         **client_kwargs: Any,
     ) -> None:
@@ -109,8 +114,9 @@ class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
             max_state_bytes=max_state_bytes,
             codec=codec,
         )
-        # History (issue 33) is opt-in here for now: with it on, a small run's data is
-        # never inline in its head (two requests per save, not one); see ``history``.
+        # History (issue 33), "steps" by default as on every store: a save that completes
+        # a step writes its update as a segment, then the head -- two requests, not the
+        # one of data inline in the head (``history``; "none" keeps that).
         self._items.history = self.history = keep(history, keep_last)
         key = checked_key(endpoint, key)  # before any request, and before a credential
         self._client: Any = None
@@ -196,6 +202,12 @@ class CosmosStore(HistoryPrograms, Removals, ItemPrograms, Store):
         """Delete the segments, older than ``older_than`` seconds, that no run needs
         (their head is gone: a crashed delete, an expired run); how many."""
         return self._do(self._sweep(older_than))
+
+    def delete_expired(self, now: float | None = None) -> int:
+        """Cosmos DB expires a completed run's head and snapshot itself (item ttl, with
+        ``finished_ttl``); this removes what they leave, once the head is gone: its
+        streams, events and kept history (``expiry``). How many runs' leftovers went."""
+        return self._do(self._delete_expired(now))
 
     def run_history(self, run_id: str) -> list[StepRecord] | None:
         """The run's completed steps, from its segments' links (``history``)."""

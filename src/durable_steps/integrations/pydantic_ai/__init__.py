@@ -25,6 +25,10 @@ runs the operation and returns its result already encoded by Pydantic AI's
 ``ModelRetry`` as data); the journal keeps that JSON, and Pydantic AI decodes what
 the journal returns -- the same value live and on replay. Nothing is pickled.
 
+Streamed requests (``run_stream``, ``iter`` with ``node.stream``) reach the caller live
+and the run stream ``Durable(stream="model")`` as the model produces them, and are
+recorded when complete (``_live``: its design at its top).
+
 Call names (what ``StepMismatchError`` compares when a step runs again):
 ``model.request`` (``model.request_stream`` when streamed; ``:MODEL_ID`` added for
 a model other than the agent's own), ``tool.NAME``, ``tool.NAME.validate_args``
@@ -121,6 +125,8 @@ if not SUPPORTED[0] <= _version(PYDANTIC_AI_VERSION) < SUPPORTED[1]:
         f"durable_steps.integrations.pydantic_ai supports pydantic-ai-slim>=2.62,<3, and "
         f"{PYDANTIC_AI_VERSION} is installed: {INSTALL}"
     )
+
+from ._live import LiveModel, publishing  # noqa: E402 - after the version check
 
 __all__ = ["Durable"]
 
@@ -238,6 +244,9 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
       (model stream events inside the model request's call, each other event in a
       call of its own), so a resumed step does not deliver them again. A handler
       passed to ``run()`` instead sees the replayed events again on every run.
+    - ``stream``: the run stream that streamed model requests (``run_stream``,
+      ``iter`` with ``node.stream``) write their text deltas and tool calls to, as the
+      caller gets them (``None``: no run stream; the caller still gets them live).
     - ``name``: the agent's name (unused in call names; Pydantic AI wants one).
     """
 
@@ -266,8 +275,19 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
         models: Mapping[str, Model] | None = None,
         event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
         name: str | None = None,
+        stream: str | None = "model",
     ) -> None:
         super().__init__(models=models, event_stream_handler=event_stream_handler, name=name)
+        self.stream = stream
+
+    def _model_stream_event_handler(self) -> EventStreamHandler[AgentDepsT] | None:
+        # Pydantic AI's hook for what consumes a streamed request inside its call.
+        return publishing(self.stream, self._effective_event_stream_handler())
+
+    async def _build_durable_model(self, ctx: Any, request_context: Any) -> Any:
+        # Their DurableModel, whose streamed requests reach the caller live (._live).
+        built = await super()._build_durable_model(ctx, request_context)
+        return LiveModel.of(built)
 
     def for_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> AbstractCapability[AgentDepsT]:
         for toolset in agent.toolsets:
