@@ -156,22 +156,12 @@ def _layout(store: Store) -> None:
 
 
 def _indexes(store: Store) -> str:
-    """A Cosmos DB container's indexing policy indexes what a worker's look filters on;
-    else what is missing and how to add it (a look's query would be refused)."""
-    from ..stores.cosmos.container import QUERIED, unindexed
+    """What the Cosmos DB container indexes of a worker's look (``indexes_checked``)."""
+    from ..stores.cosmos.container import indexes_checked
     from ..stores.cosmos.store import CosmosStore
 
     assert isinstance(store, CosmosStore)
-    missing = unindexed(store.indexing_policy)
-    if missing:
-        raise ConfigurationError(
-            f"the container's indexing policy leaves out {', '.join(missing)}: a worker's "
-            "look (a query on status, lease expiry and wake time) is refused or scans every "
-            "item. Include them (or /*) in its indexingPolicy; infra/main.bicep provisions "
-            "the policy, and 'az cosmosdb sql container update --idx' changes it in place",
-            variable="COSMOS_CONTAINER",
-        )
-    return f"{', '.join(QUERIED)} indexed (a worker's look is an index query)"
+    return indexes_checked(store.indexing_policy)
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:

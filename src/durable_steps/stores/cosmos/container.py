@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...seam.errors import ConfigurationError
 from .programs import PARTITION_KEY
 from .sdk import PartitionKey
 
@@ -64,3 +65,19 @@ def unindexed(policy: Any) -> list[str]:
         if own & excluded or not (own & included or "/*" in included):
             missing.append(f"/{p}/?")
     return missing
+
+
+def indexes_checked(policy: Any) -> str:
+    """What ``durable-steps doctor`` says of a container's indexing policy: the look's
+    paths indexed; else ConfigurationError naming those left out and how to add them
+    (a look's query would be refused, or scan every item)."""
+    missing = unindexed(policy)
+    if missing:
+        raise ConfigurationError(
+            f"the container's indexing policy leaves out {', '.join(missing)}: a worker's "
+            "look (a query on status, lease expiry and wake time) is refused or scans every "
+            "item. Include them (or /*) in its indexingPolicy; infra/main.bicep provisions "
+            "the policy, and 'az cosmosdb sql container update --idx' changes it in place",
+            variable="COSMOS_CONTAINER",
+        )
+    return f"{', '.join(QUERIED)} indexed (a worker's look is an index query)"
