@@ -13,7 +13,8 @@ storage history takes; saves with history on Cosmos DB), 12 ``af_checkpoints`` (
 Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStorage``).
 13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages), 15 ``fleet`` (a
-worker's look with many leased runs; 200 async agents in one worker process), 16
+worker's look with many leased runs; 200 async agents in one worker process) and
+``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
 concurrency 4). This module owns the table and the command line.
 
@@ -67,6 +68,7 @@ PARTS = (
     "streams",
     "mailbox",
     "fleet",
+    "fleet-runs",
     "queues",
 )
 
@@ -104,6 +106,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         codec,
         console,
         fleet,
+        fleet_runs,
         floors,
         growing,
         history,
@@ -136,7 +139,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("floors", "1. floors on this disk", lambda: floors.floors(table, base, quick))
     part("trivial", "2. trivial steps", lambda: floors.trivial(table, base, quick))
     part("growing", "3. the growing workload", lambda: growing.growing(table, base, quick))
-    if not cosmos_parts(table, quick, skip, part):
+    if not cosmos_parts(table, base, quick, skip, part):
         broken.append("4-5. cosmos-local did not start")
     part("listing", "5. listing FileStore", lambda: listing.file_listing(table, base, quick))
     part("heartbeat", "6. heartbeat on FileStore", lambda: runner_parts.heartbeat(table, base))
@@ -156,12 +159,23 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         "15. the fleet: async agents on FileStore",
         lambda: fleet.file_agents(table, base, quick),
     )
+    part(
+        "fleet-runs",
+        "15. the fleet: 8 worker processes on FileStore",
+        lambda: fleet_runs.file_fleet(table, base, quick),
+    )
+    part(
+        "fleet-runs",
+        "15. the fleet: 8 DBOS processes on one queue (SQLite)",
+        lambda: fleet_runs.dbos_fleet(table, base, quick),
+    )
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
     return broken
 
 
 def cosmos_parts(
     table: Table,
+    base: Path,
     quick: bool,
     skip: set[str],
     part: Callable[[str, str, Callable[[], object]], None],
@@ -179,10 +193,22 @@ def cosmos_parts(
         "streams",
         "mailbox",
         "fleet",
+        "fleet-runs",
     }
     if parts <= skip:
         return True
-    from . import af_checkpoints, codec, console, cosmos, fleet, history, listing, mailbox, streams
+    from . import (
+        af_checkpoints,
+        codec,
+        console,
+        cosmos,
+        fleet,
+        fleet_runs,
+        history,
+        listing,
+        mailbox,
+        streams,
+    )
 
     with ExitStack() as stack:
         try:
@@ -235,6 +261,11 @@ def cosmos_parts(
             "fleet",
             "15. the fleet: async agents on cosmos-local",
             lambda: fleet.cosmos_agents(table, endpoint, quick),
+        )
+        part(
+            "fleet-runs",
+            "15. the fleet: 8 worker processes on cosmos-local",
+            lambda: fleet_runs.cosmos_fleet(table, endpoint, base, quick),
         )
     return True
 

@@ -12,7 +12,7 @@
   so each save still sends its own update (flat from step 1 to 200 either way). The
   same at 5 KB a step is shown, not judged: a save's fixed part (the head's fields and
   the HTTP requests, ~2.7 KB) is then half of what it sends, and compression cannot
-  touch it (5 KB of prose compress to ~1.9 KB, base85 included).
+  touch it (5 KB of prose compress to ~1.9 KB, base64 included).
 """
 
 from __future__ import annotations

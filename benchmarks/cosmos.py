@@ -83,10 +83,24 @@ def server() -> Iterator[str]:
     from durable_steps.devtools.cosmos_server import start_cosmosdb_server, stop
 
     proc, endpoint = start_cosmosdb_server(ROOT)
+    SERVERS[endpoint] = proc.pid
     try:
         yield endpoint
     finally:
+        del SERVERS[endpoint]
         stop(proc)
+
+
+SERVERS: dict[str, int] = {}
+"""The process id of each cosmos-local server running, by endpoint: parts that show the
+server's own CPU time read it (``cpu_seconds``)."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, from ``/proc``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CountingProxy:

@@ -1,4 +1,4 @@
-"""Part 10: the fleet (issue 31) -- what a worker's look costs with many runs leased
+"""Part 15: the fleet (issue 31) -- what a worker's look costs with many runs leased
 by live workers, and 200 concurrent async agent runs in one worker process.
 
 - ``looks``: a store holds N runs leased by a live worker (lease an hour ahead) and 5
@@ -20,6 +20,7 @@ by live workers, and 200 concurrent async agent runs in one worker process.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from durable_steps.workers.fleet import serve_async
 from durable_steps.workers.recovery import candidates
 
 from .common import Table, median, ms
+from .cosmos import SERVERS, cpu_seconds
 
 FREE = 5
 TURNS = 3
@@ -75,7 +77,7 @@ def looks(
             got[label] = _look_times(store, workflow, repeat)
     (none, _, answered_none), (many, scan, answered) = got["none"], got["many"]
     table.add(
-        "10", f"{name}: a look, {FREE} free runs alone", ms(none), note=f"{answered_none} runs sent"
+        "15", f"{name}: a look, {FREE} free runs alone", ms(none), note=f"{answered_none} runs sent"
     )
     what = f"{name}: a look, {n:,} leased by live workers + {FREE} free"
     if name == "cosmos-local":
@@ -83,7 +85,7 @@ def looks(
         # with the container whatever the filter. What the look transfers does not: judged
         # on the rows sent (one page, one request either way); the time is shown.
         table.judge(
-            "10",
+            "15",
             f"{what}: rows sent",
             f"{answered} rows",
             answered / max(answered_none, 1),
@@ -93,7 +95,7 @@ def looks(
         )
         return
     table.judge(
-        "10",
+        "15",
         what,
         ms(many),
         many / none,
@@ -180,6 +182,8 @@ def agents(
     store: ds.Store,
     astore: Callable[[], ds.AsyncStore],
     quick: bool,
+    *,
+    server: int | None = None,
 ) -> None:
     runs = 20 if quick else 200
     # A worker that has been up a while: its client's first query (cross-partition: the
@@ -189,15 +193,22 @@ def agents(
     tag = f"{time.time_ns()}"
     for i in range(runs):
         AGENT.start(f"agent-{tag}-{i:03d}", store)
+    own, theirs = time.process_time(), cpu_seconds(server) if server else 0.0
     r = asyncio.run(_serve(store, astore, runs))
+    own = time.process_time() - own
+    cpu = f"CPU: the worker {own:.2f} s"
+    if server:
+        theirs = cpu_seconds(server) - theirs
+        cpu += f", the cosmos-local server {theirs:.2f} s ({ms(theirs / runs)} a run)"
     table.judge(
-        "10",
+        "15",
         f"{name}: {runs} async agent runs, {TURNS} x 1 s model calls, one process",
         f"{r['wall']:.2f} s",
         r["wall"] / TURNS,
         1.5,
         note=f"vs the {TURNS} s of model calls; loop lag p50 {ms(r['p50'])}, p99 "
-        f"{ms(r['p99'])}, max {ms(r['max'])}; {r['completed']} completed",
+        f"{ms(r['p99'])}, max {ms(r['max'])}; {r['completed']} completed; {cpu}, "
+        f"load {os.getloadavg()[0]:.1f}",
     )
 
 
@@ -216,4 +227,4 @@ def cosmos_agents(table: Table, endpoint: str, quick: bool) -> None:
         )
 
     with ds.CosmosStore(endpoint, key=ds_key(), container="agents", create_if_missing=True) as s:
-        agents(table, "cosmos-local", s, open_async, quick)
+        agents(table, "cosmos-local", s, open_async, quick, server=SERVERS.get(endpoint))

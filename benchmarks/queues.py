@@ -1,4 +1,4 @@
-"""Part 10: what a queue's limit costs (``workers.queues``). One admission on FileStore
+"""Part 16: what a queue's limit costs (``workers.queues``). One admission on FileStore
 (a read and a conditional save of the queue's record; when full, a metadata read of
 each slot's run), and 8 worker processes running trivial runs of a queue of
 concurrency 4 against the same runs without a queue. The fleet's throughput at scale
@@ -48,7 +48,7 @@ def admission(table: Table, base: Path, n: int) -> None:
             t0 = time.perf_counter()
             assert execute(admit(q, info, grace=60.0), blocking_io(store)) == "taken"
             times.append(time.perf_counter() - t0)
-    table.add("10", "queue admission on FileStore (read + conditional save)", ms(median(times)))
+    table.add("16", "queue admission on FileStore (read + conditional save)", ms(median(times)))
 
 
 def fleet(table: Table, base: Path, n: int) -> None:
@@ -89,9 +89,9 @@ def fleet(table: Table, base: Path, n: int) -> None:
         for proc in procs:
             proc.wait(60)
     plain, queued = (n / seconds[k] for k in ("plain", "queued"))
-    table.add("10", f"{WORKERS} workers, {n} trivial runs, no queue", f"{plain:.0f} runs/s")
+    table.add("16", f"{WORKERS} workers, {n} trivial runs, no queue", f"{plain:.0f} runs/s")
     table.add(
-        "10",
+        "16",
         f"{WORKERS} workers, {n} trivial runs, queue of concurrency 4",
         f"{queued:.0f} runs/s",
         note=f"{plain / queued:.2f}x the time without a queue; per start "

@@ -130,6 +130,8 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       defaultTtl: defaultTtlSeconds
       // The data (a head's inline state and journal, a segment's change or text) is read
       // by id and by generation, never queried: not indexing it makes saves cheaper.
+      // '/*' keeps seg, workflow, status, lease_expires, wake_at and deadline range-indexed:
+      // a worker's look filters on them (no ORDER BY: no composite index); doctor checks.
       indexingPolicy: {
         indexingMode: 'consistent'
         includedPaths: [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -99,3 +100,30 @@ def test_deleting_a_running_run_tells_its_owner_it_was_deleted(
         assert outcome["ended"] < released  # run_async cancels the step at once
     with ds.store_from_env(env) as store:
         assert store.load(run_id) is None  # the step's result was not saved
+
+
+def test_a_delete_that_meets_a_heartbeat_is_sent_again_one_that_meets_a_step_is_not(
+    env: dict[str, str], run_id: str
+) -> None:
+    """Between the command's read and its delete, the worker renews the run's lease (a
+    new etag, nothing shown changed): the delete goes through. A step saved in between
+    (the run changed in what the operator saw) keeps the run: ConflictError."""
+    from durable_steps.cli.change import _delete_as_read
+
+    with ds.store_from_env(env) as store:
+        for what in ("heartbeat", "step"):
+            rid = f"{run_id}-{what}"
+            read = store.save(
+                ds.Checkpoint(rid, 0, {"a": 1}, steps=("a",), status="running", owner="w",
+                              lease_expires=time.time() + 60)
+            )  # fmt: skip
+            if what == "heartbeat":
+                store.save(replace(read, lease_expires=time.time() + 90, updated_at=None))
+                assert _delete_as_read(store, rid, read) is True
+                assert store.load(rid) is None
+            else:
+                store.save(replace(read, step=1, steps=("a", "b"), state={"a": 1, "b": 2}))
+                with pytest.raises(ds.ConflictError):
+                    _delete_as_read(store, rid, read)
+                kept = store.load(rid)
+                assert kept is not None and kept.step == 1

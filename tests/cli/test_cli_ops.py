@@ -71,6 +71,42 @@ def test_an_emulator_needs_no_python_code(cosmos_local: CosmosEndpoint) -> None:
     assert "✗ configuration: COSMOS_CREATE_IF_MISSING='maybe' is not a boolean" in bad.stdout
 
 
+def test_doctor_names_the_indexes_a_workers_look_needs(cosmos_local: CosmosEndpoint) -> None:
+    """A container whose indexing policy leaves out the lease expiry and the status (what
+    a worker's look filters on): doctor exits 1 and names both paths; the container the
+    store creates (as infra/ provisions it) passes. The local server keeps the policy a
+    container is created with and answers it, as the service does."""
+    from durable_steps.stores.cosmos.sdk import CosmosClient, PartitionKey
+
+    bare = replace(cosmos_local, container=unique("noidx"))
+    policy = {
+        "indexingMode": "consistent",
+        "includedPaths": [{"path": "/*"}],
+        "excludedPaths": [{"path": "/lease_expires/?"}, {"path": "/status/*"}],
+    }
+    with CosmosClient(
+        bare.endpoint, credential=bare.key, connection_verify=False, enable_endpoint_discovery=False
+    ) as client:
+        client.get_database_client(bare.database).create_container(
+            bare.container, partition_key=PartitionKey(path="/run"), indexing_policy=policy
+        )
+    try:
+        done = Cli(bare.env())("doctor")
+        assert done.returncode == 1, done.stdout
+        line = next(x for x in done.stdout.splitlines() if "container indexes" in x)
+        assert line.startswith("✗") and "/status/?" in line and "/lease_expires/?" in line
+        assert "/workflow/?" not in line and "infra/main.bicep" in done.stdout
+    finally:
+        bare.drop()
+    good = cosmos_local.fresh()
+    try:
+        done = Cli(good.env())("doctor")
+        assert done.returncode == 0, done.stdout
+        assert "✓ container indexes: seg, workflow, status, lease_expires" in done.stdout
+    finally:
+        good.drop()
+
+
 def test_migrate_copies_runs_intact(cli: Cli, run_id: str, tmp_path: Path) -> None:
     """migrate --to file:PATH copies steps, state and age; a second migrate finds them there."""
     _seed(cli, run_id)

@@ -303,7 +303,11 @@ def _read_message(reader: Any, *, is_request: bool) -> tuple[bytes, bytes, bool]
     head = b"".join(lines)
     headers = _headers(head)
     keep = headers.get("connection", "keep-alive").lower() != "close"
-    if "content-length" in headers:
+    status = b"" if is_request else head.split(b" ", 2)[1]
+    if status in (b"204", b"304") or status.startswith(b"1"):
+        body = b""  # no body, whatever the headers say (RFC 9112 6.3); the server keeps
+        # the connection open, so reading to its end would wait for ever
+    elif "content-length" in headers:
         body = reader.read(int(headers["content-length"]))
     elif headers.get("transfer-encoding", "").lower() == "chunked":
         body = _read_chunked(reader)

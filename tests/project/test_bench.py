@@ -43,7 +43,7 @@ def test_every_bench_part_runs_and_adds_its_rows(
         start_new_session=True,  # its workers and servers go with it on a timeout
     )
     try:
-        out, err = proc.communicate(timeout=270)  # a bound for a hung bench, not a target
+        out, err = proc.communicate(timeout=600)  # a bound for a hung bench, not a target
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()

@@ -93,3 +93,20 @@ def test_security_settings_are_on_by_default() -> None:
     assert _param_default("publicNetworkAccess") == "Disabled"
     assert re.search(r"^param defaultTtlSeconds int = -1$", BICEP, re.MULTILINE)
     assert "'00000000-0000-0000-0000-000000000002'" in BICEP  # Built-in Data Contributor
+
+
+def test_infra_indexes_what_a_workers_look_filters_on() -> None:
+    """The indexing policy in the Bicep (and the one the store creates) indexes every
+    path the takeable query filters on -- as ``doctor`` checks it on a live container."""
+    from durable_steps.stores.cosmos.container import INDEXING, unindexed
+
+    block = BICEP.split("indexingPolicy:", 1)[1].split("options:", 1)[0]
+    included, excluded = block.split("excludedPaths", 1)
+    policy = {
+        "indexingMode": re.findall(r"indexingMode: '(\w+)'", block)[0],
+        "includedPaths": [{"path": p} for p in re.findall(r"path: '([^']+)'", included)],
+        "excludedPaths": [{"path": p} for p in re.findall(r"path: '([^']+)'", excluded)],
+    }
+    assert policy["includedPaths"] == [{"path": "/*"}]
+    assert unindexed(policy) == [] and unindexed(INDEXING) == []
+    assert unindexed({**policy, "excludedPaths": [{"path": "/wake_at/?"}]}) == ["/wake_at/?"]

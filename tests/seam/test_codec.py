@@ -52,10 +52,41 @@ def test_tampered_ciphertext_is_corrupt() -> None:
     codec = c.ValueCodec(keys=c.Keyring("k1", {"k1": key()}))
     where = c.place("r", "state:x")
     stored = codec.encode(TEXT, dumps(TEXT), where)
-    raw = bytearray(base64.b85decode(stored["v"]))
+    raw = bytearray(base64.b64decode(stored["v"]))
     raw[5] ^= 1
     with pytest.raises(ds.CorruptCheckpointError):
-        codec.decode({**stored, "v": base64.b85encode(bytes(raw)).decode()}, where, "r")
+        codec.decode({**stored, "v": base64.b64encode(bytes(raw)).decode()}, where, "r")
+    with pytest.raises(ds.CorruptCheckpointError, match="'v' is not base64"):
+        codec.decode({**stored, "v": stored["v"][:-1] + "~"}, where, "r")
+
+
+@pytest.mark.parametrize(
+    ("compression", "keys"),
+    [(None, True), (c.Compression(threshold=100), False), (c.Compression(threshold=100), True)],
+)
+def test_envelopes_of_the_first_codec_in_base85_still_open(
+    compression: c.Compression | None, keys: bool
+) -> None:
+    """Values are written in base64 (``$ds`` 2); those the first codec wrote in base85
+    (``$ds`` 1) still open, encrypted or compressed, and a damaged one is corrupt."""
+    ring = c.Keyring("k1", {"k1": key()}) if keys else None
+    codec = c.ValueCodec(compression=compression, keys=ring)
+    where = c.place("r", "state:x")
+    stored = codec.encode(TEXT, dumps(TEXT), where)
+    assert stored[c.MARK] == c.BASE64
+    old = {
+        **stored,
+        c.MARK: c.BASE85,
+        **{
+            f: base64.b85encode(base64.b64decode(stored[f])).decode()
+            for f in ("n", "v")
+            if f in stored
+        },
+    }
+    assert c.is_envelope(old) and old["v"] != stored["v"]
+    assert codec.decode(old, where, "r") == TEXT
+    with pytest.raises(ds.CorruptCheckpointError, match="'v' is not base85"):
+        codec.decode({**old, "v": old["v"][:-1] + '"'}, where, "r")
 
 
 def test_a_missing_key_is_a_codec_error_naming_the_key_and_the_run() -> None:
@@ -113,6 +144,8 @@ def test_plain_values_pass_through_decode_so_mixed_runs_load() -> None:
 def test_a_plain_value_shaped_like_an_envelope_is_refused() -> None:
     with pytest.raises(ds.InvalidStateError, match=r"'\$ds'"):
         c.refuse_envelope({"$ds": 1, "v": "x"}, "r", "state")
+    with pytest.raises(ds.InvalidStateError, match=r"'\$ds'"):
+        c.refuse_envelope({"$ds": 2, "v": "x"}, "r", "state")
     c.refuse_envelope({"$ds": 2, "other": 1}, "r", "state")  # not an envelope: fine
 
 

@@ -112,3 +112,15 @@ def test_a_store_too_big_for_the_interval_is_not_listed_back_to_back(
     starts = look_starts(monkeypatch, run_id, listing, claim=0.0)
     for before, after in itertools.pairwise(starts):
         assert after - before >= 2 * (2 * listing) - 1e-9, starts
+
+
+def test_slow_claims_do_not_make_the_worker_look_back_to_back(
+    monkeypatch: pytest.MonkeyPatch, run_id: str
+) -> None:
+    """A claim that took longer than the interval (a loaded machine, a busy event loop)
+    cannot be made faster by looking again at once: the looks stay at least a quarter
+    of the interval apart (they went back to back: 130 a second against cosmos-local)."""
+    starts = look_starts(monkeypatch, run_id, 0.01, claim=1.5 * INTERVAL)
+    assert len(starts) >= 3, starts
+    for before, after in itertools.pairwise(starts):
+        assert after - before >= INTERVAL / 4 - 1e-9, starts

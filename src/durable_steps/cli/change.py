@@ -16,6 +16,7 @@ import itertools
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 
 import click
 
@@ -34,7 +35,8 @@ from .runs import STYLE, load, status_of
 def runs_delete(run_id: str, yes: bool) -> None:
     """Delete one run's checkpoint; run again, the run starts over. Asks first unless
     --yes. The run is deleted as it was read: if a worker saved it meanwhile,
-    nothing is deleted. An unreadable checkpoint can be deleted too.
+    nothing is deleted (a heartbeat, which renews its lease only, does not count).
+    An unreadable checkpoint can be deleted too.
 
     Example: durable-steps runs delete ticket-4711 --yes
     """
@@ -47,7 +49,7 @@ def runs_delete(run_id: str, yes: bool) -> None:
             what = "its checkpoint is unreadable"  # deleting it is how to start over
         if not yes:
             click.confirm(f"delete run {run_id!r} ({what}) from {store!r}?", abort=True, err=True)
-        deleted = _delete(store, run_id, etag)
+        deleted = _delete_as_read(store, run_id, cp if etag is not None else None)
     note(f"deleted run {run_id!r}" if deleted else f"run {run_id!r} was already gone")
 
 
@@ -189,6 +191,35 @@ def _prune_one(
         note(f"kept run {info.run_id}: it changed since it was listed (resumed or saved)")
         return
     done["gone" if gone else "deleted"].append(info.run_id)
+
+
+# A heartbeat renews a running run's lease (a new etag) every lease/3 seconds; a
+# delete that lost the race to one alone is sent again with the new etag, a few times.
+_HEARTBEAT_RETRIES = 5
+
+
+def _delete_as_read(store: Store, run_id: str, read: Checkpoint | None) -> bool:
+    """Delete the run as the operator saw it (``read``; None: unreadable, deleted
+    whatever it holds). A ConflictError stands if the run changed in anything but its
+    lease's renewal -- a heartbeat of the worker that runs it changes nothing shown."""
+    if read is None:
+        return _delete(store, run_id, None)
+    for _ in range(_HEARTBEAT_RETRIES):
+        try:
+            return _delete(store, run_id, read.etag)
+        except ConflictError:
+            latest = store.load(run_id)
+            if latest is None:
+                return False  # deleted meanwhile: already gone
+            if _shown(latest) != _shown(read):
+                raise
+            read = latest
+    return _delete(store, run_id, read.etag)
+
+
+def _shown(cp: Checkpoint) -> Checkpoint:
+    """The checkpoint without what a heartbeat changes (its etag, lease, update time)."""
+    return replace(cp, etag=None, lease_expires=None, updated_at=None)
 
 
 def _delete(store: Store, run_id: str, etag: str | None) -> bool:

@@ -82,6 +82,8 @@ def doctor(read_all: bool) -> None:
     if config and check("open the store", open_store):
         with opened[0] as store:
             _layout(store)
+            if store.kind == "CosmosStore":
+                check("container indexes", lambda: _indexes(store))
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
                 "write a probe checkpoint",
@@ -151,6 +153,15 @@ def _layout(store: Store) -> None:
         say(("✓ ", "green"), "container layout: partition key /run (a head and segments per run)")
     else:
         say(("! ", "yellow"), f"container layout: {store.legacy_advice()}")
+
+
+def _indexes(store: Store) -> str:
+    """What the Cosmos DB container indexes of a worker's look (``indexes_checked``)."""
+    from ..stores.cosmos.container import indexes_checked
+    from ..stores.cosmos.store import CosmosStore
+
+    assert isinstance(store, CosmosStore)
+    return indexes_checked(store.indexing_policy)
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:

@@ -117,7 +117,7 @@ class RunProgram:
                         f"run {self.run_id!r} released before step {i}: the worker is stopping",
                         run_id=self.run_id,
                     )
-                if (why := (yield from parent_cancelled(self.cp))) is not None:  # child runs
+                if self.cp.parent is not None and (why := (yield from parent_cancelled(self.cp))):
                     cancelled = evolve(checkpoints.released(self.cp), status="cancelled")
                     self.cp = yield from self.save(evolve(cancelled, cancel_reason=why))
                     raise run_errors.cancelled(self.run_id, why)

@@ -177,6 +177,8 @@ def call_result(typed: Typed | None, value: Any, name: str, run_id: str) -> Any:
 
 def updates_of(typed: Typed | None, value: Any, step: str, run_id: str) -> Any:
     """A step's updates: a model's fields (validated as ``returns=`` first, if given)."""
+    if typed is None and type(value) is dict:  # the common case, before is_model's ABC check
+        return value
     if typed is not None:
         value = typed.dump(typed.load(value, f"what step {step!r} returned", run_id))
     elif is_model(value):

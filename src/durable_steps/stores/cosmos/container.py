@@ -1,11 +1,13 @@
 """The container the Cosmos DB stores create when asked to (emulators and tests:
-``create_if_missing``), as ``infra/main.bicep`` provisions it, and how many requests
-either store sends at once."""
+``create_if_missing``), as ``infra/main.bicep`` provisions it; the paths a worker's look
+filters on, which a container's indexing policy must index (``unindexed``: what
+``durable-steps doctor`` reports); and how many requests either store sends at once."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...seam.errors import ConfigurationError
 from .programs import PARTITION_KEY
 from .sdk import PartitionKey
 
@@ -19,6 +21,11 @@ INDEXING = {
 }
 """Data is read by id and by generation, never queried: not indexing it makes saves
 cheaper (what infra/main.bicep sets, for containers a store creates)."""
+QUERIED = ("seg", "workflow", "status", "lease_expires", "wake_at", "deadline")
+"""The properties a worker's look filters on (``listing.takeable_query``): each must be
+indexed (range), or the service refuses the query (a filter on a path excluded from
+indexing) or scans the container. Equality and range filters without ORDER BY need no
+composite index."""
 PARALLEL = 8
 """Requests a save or a delete sends at once (a large snapshot's parts, a fold's deletes)."""
 
@@ -32,3 +39,45 @@ def new_container(database: Any, name: str) -> Any:
         indexing_policy=INDEXING,
         return_properties=True,
     )
+
+
+def unindexed(policy: Any) -> list[str]:
+    """The paths of ``QUERIED`` that the indexing policy ``policy`` (a container's
+    ``indexingPolicy``) leaves out; all of them when the policy indexes nothing. A
+    path's most specific rule wins: ``/status/?`` excluded beats ``/*`` included."""
+    if not isinstance(policy, dict):
+        return [f"/{p}/?" for p in QUERIED]  # (a container's properties always have one)
+    if str(policy.get("indexingMode", "consistent")).lower() == "none":
+        return [f"/{p}/?" for p in QUERIED]
+
+    def paths(key: str) -> set[str]:
+        rules = policy.get(key)
+        if not isinstance(rules, list):
+            return set()
+        return {str(r.get("path")) for r in rules if isinstance(r, dict)}
+
+    # No includedPaths at all is the service's default: every path.
+    included = paths("includedPaths") if "includedPaths" in policy else {"/*"}
+    excluded = paths("excludedPaths")
+    missing = []
+    for p in QUERIED:
+        own = {f"/{p}/?", f"/{p}/*"}
+        if own & excluded or not (own & included or "/*" in included):
+            missing.append(f"/{p}/?")
+    return missing
+
+
+def indexes_checked(policy: Any) -> str:
+    """What ``durable-steps doctor`` says of a container's indexing policy: the look's
+    paths indexed; else ConfigurationError naming those left out and how to add them
+    (a look's query would be refused, or scan every item)."""
+    missing = unindexed(policy)
+    if missing:
+        raise ConfigurationError(
+            f"the container's indexing policy leaves out {', '.join(missing)}: a worker's "
+            "look (a query on status, lease expiry and wake time) is refused or scans every "
+            "item. Include them (or /*) in its indexingPolicy; infra/main.bicep provisions "
+            "the policy, and 'az cosmosdb sql container update --idx' changes it in place",
+            variable="COSMOS_CONTAINER",
+        )
+    return f"{', '.join(QUERIED)} indexed (a worker's look is an index query)"

@@ -91,6 +91,9 @@ class CosmosPrograms:
         self.max_state_bytes = state_limit(max_state_bytes)
         self.partition_key: str | None = None
         """The container's partition key path, once it is open (``/run``, or ``/id``)."""
+        self.indexing_policy: dict[str, Any] | None = None
+        """The container's indexing policy as the service answered it, once it is open
+        (``durable-steps doctor`` checks it: ``container.unindexed``)."""
         self._where = f"{endpoint} ({database}/{container})"
         self._items = Items(escaped=True, finished_ttl=finished_ttl)
 
@@ -111,6 +114,8 @@ class CosmosPrograms:
                 variable="COSMOS_CONTAINER",
             )
         self.partition_key = paths[0]
+        policy = properties.get("indexingPolicy")
+        self.indexing_policy = policy if isinstance(policy, dict) else None
         if self.partition_key == LEGACY_PARTITION_KEY:
             log.warning("%s", self.legacy_advice())
 
