@@ -21,8 +21,9 @@ INDEXING = {
 }
 """Data is read by id and by generation, never queried: not indexing it makes saves
 cheaper (what infra/main.bicep sets, for containers a store creates)."""
-QUERIED = ("seg", "workflow", "status", "lease_expires", "wake_at", "deadline")
-"""The properties a worker's look filters on (``listing.takeable_query``): each must be
+QUERIED = ("seg", "workflow", "status", "lease_expires", "wake_at", "deadline", "at")
+"""The properties a worker's look filters on (``listing.takeable_query``; ``at``: its
+retention pass, ``expiry``'s index of runs by expiry time): each must be
 indexed (range), or the service refuses the query (a filter on a path excluded from
 indexing) or scans the container. Equality and range filters without ORDER BY need no
 composite index."""
