@@ -33,11 +33,12 @@ due (``at`` at least ``SKEW`` ago: clocks of writers and service may differ; at 
 for each due run whose head is gone, one single-partition query of the ids of its
 segments and items older than ``now - finished_ttl`` (a run created again under the same
 id since keeps its own, younger ones), their deletes, and the entry's delete (If-Match:
-an entry rewritten meanwhile stays). A head still there keeps its entry while it carries
-a ttl (the service has not removed it yet: a later pass) and loses it when it does not
-(resumed, or created again and running). So a pass costs what became due since the last
-one, not the runs and items the store holds: with nothing due, one query answering no
-row (and the marker, below).
+an entry rewritten meanwhile stays). An expired item leaves query answers as its ttl
+runs out, before the service deletes it (Cosmos DB's TTL documentation), so a head still
+there has not expired by the service's clock: it keeps its entry for a later pass while
+it carries a ttl, and loses it when it does not (resumed, or created again and running).
+So a pass costs what became due since the last one, not the runs and items the store
+holds: with nothing due, one query answering no row (and the marker, below).
 
 **Runs that completed before the index existed** have no entry. The first pass on a
 container without the marker entry (``SCANNED``, id ``" scanned"``: a leading space, which
