@@ -48,7 +48,9 @@ def test_deleting_a_run_removes_its_history(api: Api, run_id: str) -> None:
 @pytest.mark.parametrize("kind", ["file", "memory"])
 def test_expired_runs_go_with_their_history(kind: str, tmp_path: Path) -> None:
     """finished_ttl on a store without item TTL: delete_expired (the worker, runs prune)
-    deletes ended runs last saved longer ago, with their history; others stay."""
+    deletes completed runs last saved longer ago, with their history; others stay --
+    a failed or cancelled run too, which can be resumed (as on Cosmos DB, whose item
+    TTL is stamped on a completed run only)."""
     store: ds.Store = (
         ds.FileStore(tmp_path, finished_ttl=60)
         if kind == "file"
@@ -57,9 +59,13 @@ def test_expired_runs_go_with_their_history(kind: str, tmp_path: Path) -> None:
     ds.run("done", _steps(Counter(), n=12), store)
     with pytest.raises(RuntimeError):
         ds.run("failed", [ds.Step("boom", _fail)], store)
+    store.save(ds.Checkpoint("cancelled", -1, {}))
+    assert ds.cancel_run(store, "cancelled")
+    assert store.load("cancelled").status == "cancelled"  # type: ignore[union-attr]
     assert store.delete_expired(now=time.time() + 30) == 0  # not yet
     assert store.delete_expired(now=time.time() + 120) == 1
     assert store.load("done") is None and store.load("failed") is not None
+    assert store.load("cancelled") is not None
     assert store.run_history("done") is None
     if kind == "file":
         assert not any((tmp_path / "history").glob("*/*"))

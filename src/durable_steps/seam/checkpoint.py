@@ -12,7 +12,12 @@ from typing import Any, NoReturn
 
 STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
 ENDED = ("completed", "cancelled")
-"""Statuses after which nothing more runs (retention deletes these)."""
+"""Statuses after which nothing more runs (until a cancelled run is resumed)."""
+EXPIRES = ("completed",)
+"""What ``finished_ttl`` deletes, on every store alike: a completed run, which is final.
+A cancelled or failed run can be resumed (``resume_run``), so it stays until it is
+deleted or pruned: Cosmos DB's item TTL, once stamped on a run's snapshot, cannot be
+taken back by a resume, and the other stores keep the same rule."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ each method written once, here.
   results streamed, no state read), ``run_info`` (one run's metadata).
 - ``prune_orphans``: data that no run refers to any more (a crashed save's leftovers).
 - ``run_history`` / ``load_at`` (issue 33): the completed steps a store keeps, and the
-  checkpoint after one of them (``seam.history``); ``delete_expired``: runs that ended
+  checkpoint after one of them (``seam.history``); ``delete_expired``: runs completed
   longer than the store's ``finished_ttl`` ago (a store without item TTL).
 - ``append_item`` / ``put_item`` / ``read_items``: a run's per-run items (streams,
   events; ``items`` has their design), removed with the run.
@@ -156,7 +156,7 @@ class Store(ABC):
         return latest_at(self.load(run_id), step)
 
     def delete_expired(self, now: float | None = None) -> int:
-        """Delete the runs that ended (completed, cancelled) more than the store's
+        """Delete the runs completed (``EXPIRES``) more than the store's
         ``finished_ttl`` ago, everything of them; how many. Nothing, by default: a
         store whose service expires items itself (Cosmos DB's TTL) needs no call."""
         return 0

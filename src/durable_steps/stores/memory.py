@@ -19,7 +19,7 @@ from itertools import islice
 from typing import Any
 
 from ..seam import delta
-from ..seam.checkpoint import ENDED, Checkpoint, RunInfo, evolve, head_of
+from ..seam.checkpoint import EXPIRES, Checkpoint, RunInfo, evolve, head_of
 from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.encoded import Coder, decoded
@@ -135,13 +135,13 @@ class MemoryStore(Store):
         raise not_kept(run_id, step, (entry.step for entry, _, _ in kept))
 
     def delete_expired(self, now: float | None = None) -> int:
-        """Delete the runs that ended more than ``finished_ttl`` seconds ago."""
+        """Delete the runs completed more than ``finished_ttl`` seconds ago (``EXPIRES``)."""
         if self.finished_ttl is None:
             return 0
         cutoff = (time.time() if now is None else now) - self.finished_ttl
         gone = 0
         for info in list(self.listing(RunFilter(updated_before=cutoff))):
-            if info.status in ENDED and self.delete(info.run_id, etag=info.etag):
+            if info.status in EXPIRES and self.delete(info.run_id, etag=info.etag):
                 gone += 1
         return gone
 

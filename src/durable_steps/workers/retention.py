@@ -1,4 +1,4 @@
-"""Retention in the worker (issue 33, item 5): runs that ended more than the store's
+"""Retention in the worker (issue 33, item 5): runs completed more than the store's
 ``finished_ttl`` ago are deleted with everything of them (history, segments or records;
 streams when they come, through the store's ``delete``).
 
@@ -52,5 +52,5 @@ class Expiry:
             log.warning("could not delete the runs that expired (finished_ttl): %s", exc)
             return 0
         if gone:
-            log.info("deleted %d run(s) that ended more than finished_ttl ago", gone)
+            log.info("deleted %d run(s) completed more than finished_ttl ago", gone)
         return gone

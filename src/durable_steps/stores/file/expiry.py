@@ -3,7 +3,7 @@
 
 ``delete_expired`` used to list every run (one read of each run file's end) on each
 pass -- the worker's, once a minute: 10,000 runs kept, 10,000 files opened a minute
-for nothing. So a save that ends a run (``ENDED``: completed, cancelled) on a store
+for nothing. So a save that completes a run (``EXPIRES``; a cancelled run stays) on a store
 with ``finished_ttl`` also notes when it expires -- its ``updated_at`` plus the ttl --
 as an empty file in a time bucket of ``expiry/``, kept exactly as the worker's index of
 runs to take (``due_index``: noted before the run's file is written, the one noted
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ...seam.checkpoint import ENDED, Checkpoint, RunInfo
+from ...seam.checkpoint import EXPIRES, Checkpoint, RunInfo
 from .due_index import COMPLETE, DueIndex
 
 
@@ -45,7 +45,7 @@ class ExpiryIndex:
 
     def at(self, status: str | None, updated_at: float | None) -> float | None:
         """When a run of this status, saved at ``updated_at``, expires; None: never."""
-        if self.ttl is None or status not in ENDED or updated_at is None:
+        if self.ttl is None or status not in EXPIRES or updated_at is None:
             return None
         return updated_at + self.ttl
 
@@ -56,7 +56,7 @@ class ExpiryIndex:
         """Before a save of ``cp`` (stamped ``updated_at``) writes run file ``name``: see
         ``DueIndex.note``. A run that does not end notes nothing (no file opened)."""
         if self._index is None:
-            if cp.status in ENDED:  # not noted: the next pass with a ttl lists everything
+            if cp.status in EXPIRES:  # not noted: the next pass with a ttl lists everything
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self._complete)
             return None

@@ -341,7 +341,7 @@ class FileStore(Store):
         return checkpoint_at(run_id, *walk.at(run_id))
 
     def delete_expired(self, now: float | None = None) -> int:
-        """Delete the runs that ended more than ``finished_ttl`` seconds ago (their
+        """Delete the runs completed more than ``finished_ttl`` seconds ago (their
         history too), found in the expiry index (``expiry``); how many. A run changed
         meanwhile is left for the next pass."""
         gone, d = 0, self._dir()
