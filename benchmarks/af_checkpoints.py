@@ -32,24 +32,24 @@ def agent_framework(table: Table, endpoint: str, quick: bool) -> None:
     try:
         import agent_framework  # noqa: F401
     except ImportError:
-        table.add("11", "Agent Framework checkpoints", "n/a", note="pip install -e '.[bench]'")
+        table.add("12", "Agent Framework checkpoints", "n/a", note="pip install -e '.[bench]'")
         return
     supersteps = 40 if quick else 200
     ours = _ours(endpoint, supersteps)
     theirs = _theirs(endpoint, supersteps)
     for who, saves in (("durable-steps", ours), ("CosmosCheckpointStorage", theirs)):
         if saves is None:
-            table.add("11", f"AF {who}", "n/a", note="agent-framework-azure-cosmos: [bench]")
+            table.add("12", f"AF {who}", "n/a", note="agent-framework-azure-cosmos: [bench]")
             continue
         last = saves[-1]
         table.add(
-            "11",
+            "12",
             f"AF {who}: sent a checkpoint, superstep 1 / {len(saves) - 1}",
             f"{size(saves[1]['sent'])} / {size(last['sent'])}",
             note=f"{last['requests']} requests; est. {saves[1]['ru']:.1f} / {last['ru']:.1f} RU",
         )
         table.add(
-            "11",
+            "12",
             f"AF {who}: a run of {len(saves) - 1} supersteps to {size(GROWTH * (len(saves) - 1))}",
             f"{size(sum(s['sent'] for s in saves))} sent",
             note=f"est. {sum(s['ru'] for s in saves):,.0f} RU; "
@@ -57,7 +57,7 @@ def agent_framework(table: Table, endpoint: str, quick: bool) -> None:
         )
     if theirs is not None:
         ratio = sum(s["sent"] for s in theirs) / max(1, sum(s["sent"] for s in ours))
-        table.add("11", "AF bytes sent per run: theirs / ours", f"{ratio:.0f}x")
+        table.add("12", "AF bytes sent per run: theirs / ours", f"{ratio:.0f}x")
 
 
 def _workflow(storage: Any, supersteps: int, name: str) -> Any:

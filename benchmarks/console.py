@@ -23,7 +23,9 @@ cosmos-local: the npm test server cannot hold 100,000 listable runs: its query e
 container's items for every query (measured: 10,000 items 0.4 s, 20,000 5.8 s, 40,000
 27 s), so at 100,000 one listing query takes minutes and the SDK gives up after 5 s.
 The console is measured there at N = 2,000 and 10,000 (``--quick``: 1,000 and 2,000), to
-show the growth that is the server's, and 100,000 is reported as not measurable.
+show the growth that is the server's: the target is judged at the first size only (with
+history on, the default, a run of one completed step is two items, so 10,000 runs are
+20,000 items to the server's scan), and 100,000 is reported as not measurable.
 """
 
 from __future__ import annotations
@@ -149,7 +151,9 @@ def cosmos_console(table: Table, endpoint: str, quick: bool) -> None:
         fill_cosmos(endpoint, "console", done, n)
         done = n
         got = worker("console", "measure", "cosmos", endpoint, "console")
-        report(table, "cosmos-local", n, got, "")
+        # Judged at the first size only: past it the time is the server's scan of every
+        # item (two a run: its head and, history on, its first step's segment).
+        report(table, "cosmos-local", n, got, "" if n == sizes[0] else SCAN, judged=n == sizes[0])
     table.verdict(
         "9",
         "cosmos-local: first page of 100,000 runs",
@@ -160,16 +164,18 @@ def cosmos_console(table: Table, endpoint: str, quick: bool) -> None:
     )
 
 
-def report(table: Table, store: str, n: int, got: dict[str, float], note: str) -> None:
-    table.judge(
-        "9",
-        f"{store}: console's first page of {n:,} runs",
-        ms(got["warm"]),
-        got["warm"],
-        1.0,
-        unit=" s",
-        note=f"first request after start {ms(got['cold'])}" + (f"; {note}" if note else ""),
-    )
+SCAN = "not judged: the test server scans all 2 items a run for each query, O(items²)"
+
+
+def report(
+    table: Table, store: str, n: int, got: dict[str, float], note: str, *, judged: bool = True
+) -> None:
+    label, first = f"{store}: console's first page of {n:,} runs", ms(got["warm"])
+    more = f"first request after start {ms(got['cold'])}" + (f"; {note}" if note else "")
+    if judged:
+        table.judge("9", label, first, got["warm"], 1.0, unit=" s", note=more)
+    else:
+        table.add("9", label, first, note=more)
     table.add(
         "9",
         f"{store}: next page / filtered / sorted ({n:,} runs)",

@@ -133,9 +133,20 @@ class CountingProxy:
         self.endpoint = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/"
 
     def close(self) -> None:
+        """Stop, ending the connections still open: the server keeps them alive (as the
+        service does), so their pipes are pending; cancelled and awaited here, they do not
+        die with the loop ("Task was destroyed but it is pending")."""
+
+        async def shut() -> None:
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
-        self._server.close()
         self._loop.close()
 
 

@@ -37,7 +37,7 @@ def file_storage(table: Table, base: Path, quick: bool) -> None:
                 kept = len(store.run_history(f"h-{variant}") or [])
             stored[mode] = du(path)
         table.judge(
-            "10",
+            "11",
             f"{variant}: FileStore storage, history kept / none",
             f"{size(stored['steps'])} / {size(stored['none'])}",
             stored["steps"] / stored["none"],
@@ -62,7 +62,7 @@ def cosmos_storage(table: Table, endpoint: str, quick: bool) -> None:
             finally:
                 wire.close()
         table.judge(
-            "10",
+            "11",
             f"{variant}: Cosmos storage, history kept / none",
             f"{size(stored['steps'])} / {size(stored['none'])}",
             stored["steps"] / stored["none"],
@@ -92,7 +92,7 @@ def _wire_rows(table: Table, variant: str, clock: StepClock, metered: Metered) -
     ordinary = [c for c in saves if not c.delta["queries"] and not c.delta["deletes"]]
     most = max(c.delta["requests"] for c in ordinary)
     table.judge(
-        "10",
+        "11",
         f"{variant}: Cosmos with history, requests per ordinary save",
         f"{sum(c.delta['requests'] for c in ordinary) / len(ordinary):.2f}, at most {most}",
         most,
@@ -102,7 +102,7 @@ def _wire_rows(table: Table, variant: str, clock: StepClock, metered: Metered) -
     steps = step_saves(clock, saves)
     sent = [steps[n - 1].delta["sent"] for n in SHOWN]
     table.judge(
-        "10",
+        "11",
         f"{variant}: Cosmos with history, bytes sent by steps 1 / 50 / 200",
         " / ".join(map(size, sent)),
         sent[-1] / sent[0],

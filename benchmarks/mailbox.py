@@ -95,7 +95,7 @@ def cosmos_mailbox(table: Table, endpoint: str, quick: bool) -> None:
         wire.close()
     _rows(table, "cosmos-local", one, later, many, ("sent", "requests"))
     table.verdict(
-        "10",
+        "14",
         "cosmos-local: requests per send (a head read and a head write)",
         f"{one['requests']:.0f} / {later['requests']:.0f}",
         "≤ 2",
@@ -114,7 +114,7 @@ def _rows(  # noqa: PLR0917 (one store's two points)
 ) -> None:
     what = f"after 1 / {many:,} consumed"
     table.add(
-        "10",
+        "14",
         f"{store}: a send's time, {what}",
         f"{ms(one['time'])} / {ms(later['time'])}",
         note=f"median of {SENDS} sends; the run's chat step holds {many:,} receive records",
@@ -122,11 +122,11 @@ def _rows(  # noqa: PLR0917 (one store's two points)
     for key in counters:
         shown = (lambda v: f"{v:.0f}") if key == "requests" else size
         table.add(
-            "10", f"{store}: {key} per send, {what}", f"{shown(one[key])} / {shown(later[key])}"
+            "14", f"{store}: {key} per send, {what}", f"{shown(one[key])} / {shown(later[key])}"
         )
     key = counters[0]
     table.judge(
-        "10",
+        "14",
         f"{store}: flat ({key} per send after {many:,} : after 1 consumed)",
         f"{size(later[key])} : {size(one[key])}",
         later[key] / one[key] if one[key] else None,
