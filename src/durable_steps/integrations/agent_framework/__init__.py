@@ -19,10 +19,11 @@ never pickled. The design is at the top of ``_storage.py``; the JSON of values i
 
 from __future__ import annotations
 
-import re
 from importlib import metadata as _metadata
 
 from durable_steps import MissingExtraError
+
+from .._common import check_release
 
 INSTALL = "pip install 'durable-steps[agent-framework]'"
 SUPPORTED = (1, 0), (2, 0)
@@ -42,16 +43,9 @@ except (ImportError, _metadata.PackageNotFoundError) as exc:
     ) from exc
 
 
-def _version(text: str) -> tuple[int, int]:
-    major, minor = (int(p) for p in re.findall(r"\d+", text)[:2])
-    return major, minor
-
-
-if not SUPPORTED[0] <= _version(AGENT_FRAMEWORK_VERSION) < SUPPORTED[1]:
-    raise MissingExtraError(
-        f"durable_steps.integrations.agent_framework supports agent-framework-core>=1.0,<2, "
-        f"and {AGENT_FRAMEWORK_VERSION} is installed: {INSTALL}"
-    )
+check_release(
+    "agent_framework", "agent-framework-core", AGENT_FRAMEWORK_VERSION, SUPPORTED, INSTALL
+)
 
 from ._storage import DurableCheckpointStorage  # noqa: E402 - only once the version is known
 

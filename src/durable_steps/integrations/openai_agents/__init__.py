@@ -54,9 +54,9 @@ this machine outside a function (``ComputerTool``, ``LocalShellTool``, a local
 
 from __future__ import annotations
 
-import re
-
 from durable_steps import MissingExtraError
+
+from .._common import check_release
 
 INSTALL = "pip install 'durable-steps[openai-agents]'"
 SUPPORTED = (0, 20), (0, 25)
@@ -72,16 +72,7 @@ except ImportError as exc:
     ) from exc
 
 
-def _version(text: str) -> tuple[int, int]:
-    major, minor = (int(p) for p in re.findall(r"\d+", text)[:2])
-    return major, minor
-
-
-if not SUPPORTED[0] <= _version(OPENAI_AGENTS_VERSION) < SUPPORTED[1]:
-    raise MissingExtraError(
-        f"durable_steps.integrations.openai_agents supports openai-agents>=0.20,<0.25, and "
-        f"{OPENAI_AGENTS_VERSION} is installed: {INSTALL}"
-    )
+check_release("openai_agents", "openai-agents", OPENAI_AGENTS_VERSION, SUPPORTED, INSTALL)
 
 from ._runner import DurableRunner, install  # noqa: E402 - only once the version is known
 

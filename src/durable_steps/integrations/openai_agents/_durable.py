@@ -34,19 +34,12 @@ from agents import (
 )
 from pydantic_core import to_jsonable_python
 
-from durable_steps import StepContext, call_async, current_step
+from durable_steps import call_async
 
+from .._common import step_here
 from ._recorded import OUTPUT, RESPONSE, guardrail_output, output, tool_result
 
-
-def in_step() -> StepContext | None:
-    """The step running here, if any; ``None`` inside a call's function too (there the
-    call is the durable unit, and an agent run inside it is part of that call)."""
-    try:
-        ctx = current_step()
-    except RuntimeError:
-        return None
-    return ctx if ctx.journal is not None and ctx.call is None else None
+in_step = step_here
 
 
 ORIGINAL = "_durable_steps_original"

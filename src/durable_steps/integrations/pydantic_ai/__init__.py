@@ -50,7 +50,6 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import re
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -66,6 +65,8 @@ from durable_steps import (
     running_steps,
     track_tasks,
 )
+
+from .._common import check_release, step_here
 
 INSTALL = "pip install 'durable-steps[pydantic-ai]'"
 SUPPORTED = (2, 62), (3, 0)
@@ -115,16 +116,7 @@ if TYPE_CHECKING:
     from pydantic_ai.agent.abstract import EventStreamHandler
 
 
-def _version(text: str) -> tuple[int, int]:
-    major, minor = (int(p) for p in re.findall(r"\d+", text)[:2])
-    return major, minor
-
-
-if not SUPPORTED[0] <= _version(PYDANTIC_AI_VERSION) < SUPPORTED[1]:
-    raise MissingExtraError(
-        f"durable_steps.integrations.pydantic_ai supports pydantic-ai-slim>=2.62,<3, and "
-        f"{PYDANTIC_AI_VERSION} is installed: {INSTALL}"
-    )
+check_release("pydantic_ai", "pydantic-ai-slim", PYDANTIC_AI_VERSION, SUPPORTED, INSTALL)
 
 from ._live import LiveModel, publishing  # noqa: E402 - after the version check
 
@@ -133,14 +125,7 @@ __all__ = ["Durable"]
 ENGINE = "durable-steps"
 
 
-def _step() -> StepContext | None:
-    """The step running here, if any; ``None`` inside a call's function too (there the
-    call is the durable unit, and an agent run inside it is part of that call)."""
-    try:
-        ctx = current_step()
-    except RuntimeError:
-        return None
-    return ctx if ctx.journal is not None and ctx.call is None else None
+_step = step_here
 
 
 class _Names:

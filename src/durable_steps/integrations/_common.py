@@ -1,0 +1,39 @@
+"""What the integrations share: the check of a framework's installed release against the
+range the extra accepts, and the step running here (the unit a framework's work is made
+durable in). Only the public ``durable_steps`` surface, as the integrations themselves."""
+
+from __future__ import annotations
+
+import re
+
+from durable_steps import MissingExtraError, StepContext, current_step
+
+
+def check_release(
+    module: str,
+    distribution: str,
+    installed: str,
+    supported: tuple[tuple[int, int], tuple[int, int]],
+    install: str,
+) -> None:
+    """Refuse, at import, a release of ``distribution`` outside ``supported`` (lowest,
+    first not supported) -- ``installed`` is its version text -- naming the range and
+    ``install``."""
+    major, minor = (int(p) for p in re.findall(r"\d+", installed)[:2])
+    (lo_major, lo_minor), (hi_major, hi_minor) = supported
+    if not (lo_major, lo_minor) <= (major, minor) < (hi_major, hi_minor):
+        raise MissingExtraError(
+            f"durable_steps.integrations.{module} supports {distribution}>={lo_major}."
+            f"{lo_minor},<{hi_major}{f'.{hi_minor}' if hi_minor else ''}, and {installed} is "
+            f"installed: {install}"
+        )
+
+
+def step_here() -> StepContext | None:
+    """The step running here, if any; ``None`` inside a call's function too (there the
+    call is the durable unit, and an agent run inside it is part of that call)."""
+    try:
+        ctx = current_step()
+    except RuntimeError:
+        return None
+    return ctx if ctx.journal is not None and ctx.call is None else None
