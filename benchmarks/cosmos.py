@@ -124,8 +124,13 @@ class CountingProxy:
             writer.close()
 
         async def handle(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-            sr, sw = await asyncio.open_connection(host, int(port))
-            await asyncio.gather(pipe(cr, sw, True), pipe(sr, cw, False), return_exceptions=True)
+            try:
+                sr, sw = await asyncio.open_connection(host, int(port))
+                await asyncio.gather(
+                    pipe(cr, sw, True), pipe(sr, cw, False), return_exceptions=True
+                )
+            except asyncio.CancelledError:  # close(): ends as a connection that closed, so
+                cw.close()  # asyncio's server does not log the cancelled task as an error
 
         self._server = self._loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
