@@ -31,7 +31,7 @@ from typing import Any
 
 import durable_steps as ds
 
-from .common import ROOT, StepClock, Table, median, ms, serve, text, worker
+from .common import ROOT, StepClock, Table, dbos_on_sqlite, median, ms, serve, text, worker
 from .floors import TRIVIAL_STEPS, timed_run
 
 CALLS = 500
@@ -93,13 +93,7 @@ def dbos(path: str, repeat: str) -> dict[str, Any]:
     except ImportError:
         return {"missing": INSTALL}
 
-    DBOS(
-        config={
-            "name": "bench-agent",
-            "system_database_url": f"sqlite:///{Path(path) / 'dbos.sqlite'}",
-            "log_level": "ERROR",
-        }
-    )
+    dbos_on_sqlite("bench-agent", path)
     starts: list[float] = []
     results = [text(n, RESULT) for n in range(CALLS + 1)]
 

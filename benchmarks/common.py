@@ -327,3 +327,19 @@ def text(i: int, n: int = STEP_TEXT) -> str:
     """``n`` characters of ASCII, different for every ``i`` (no two steps alike, so
     nothing is deduplicated or compressed away; ASCII, so no escaping inflates it)."""
     return random.Random(i).randbytes(n // 2).hex()
+
+
+def dbos_on_sqlite(name: str, directory: str | Path) -> Any:
+    """The ``DBOS`` class, configured (not launched) for app ``name`` on a SQLite system
+    database in ``directory`` (``dbos.sqlite``), logging errors only: the peer as every
+    part that compares with DBOS runs it. Raises ImportError without the ``[bench]`` extra."""
+    from dbos import DBOS
+
+    DBOS(
+        config={
+            "name": name,
+            "system_database_url": f"sqlite:///{Path(directory) / 'dbos.sqlite'}",
+            "log_level": "ERROR",
+        }
+    )
+    return DBOS

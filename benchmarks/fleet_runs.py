@@ -38,7 +38,7 @@ from typing import IO, Any
 
 import durable_steps as ds
 
-from .common import ROOT, Table, ms
+from .common import ROOT, Table, dbos_on_sqlite, ms
 
 WORKERS = 8
 CONCURRENCY = 50
@@ -179,16 +179,7 @@ def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
 
 
 def _dbos(path: Path) -> Any:
-    from dbos import DBOS
-
-    DBOS(
-        config={
-            "name": "bench-fleet",
-            "system_database_url": f"sqlite:///{path / 'dbos.sqlite'}",
-            "log_level": "ERROR",
-        }
-    )
-    return DBOS
+    return dbos_on_sqlite("bench-fleet", path)
 
 
 def dbos_worker(path: str) -> None:

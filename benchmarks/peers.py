@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .common import io_counters, serve, written
+from .common import dbos_on_sqlite, io_counters, serve, written
 from .growing import STEPS, initial, summary, update
 
 INSTALL = "not installed: pip install -e '.[bench]' (scripts/bench does)"
@@ -77,13 +77,7 @@ def dbos(variant: str, path: str, repeat: str) -> dict[str, Any]:
         return {"missing": INSTALL}
 
     database = Path(path) / "dbos.sqlite"
-    DBOS(
-        config={
-            "name": "bench",
-            "system_database_url": f"sqlite:///{database}",
-            "log_level": "ERROR",
-        }
-    )
+    dbos_on_sqlite("bench", path)
     updates = [update(variant, i) for i in range(STEPS)]
 
     @DBOS.step()

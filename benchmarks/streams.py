@@ -26,7 +26,7 @@ from typing import Any
 
 import durable_steps as ds
 
-from .common import Table, io_counters, ms, serve, size, worker, written
+from .common import Table, dbos_on_sqlite, io_counters, ms, serve, size, worker, written
 
 CHUNK = "x" * 100
 EDGE = 100
@@ -171,13 +171,7 @@ def dbos(path: str, n: str, lat: str) -> dict[str, Any]:
     except ImportError:
         return {"missing": INSTALL}
 
-    DBOS(
-        config={
-            "name": "bench-streams",
-            "system_database_url": f"sqlite:///{Path(path) / 'dbos.sqlite'}",
-            "log_level": "ERROR",
-        }
-    )
+    dbos_on_sqlite("bench-streams", path)
     times: list[float] = []
 
     @DBOS.workflow()
