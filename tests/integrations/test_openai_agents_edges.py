@@ -27,13 +27,10 @@ from agents import (
     RunConfig,
     Runner,
     SQLiteSession,
-    ToolGuardrailFunctionOutput,
     ToolOutputImage,
     ToolOutputText,
     function_tool,
     input_guardrail,
-    tool_input_guardrail,
-    tool_output_guardrail,
 )
 from agents.mcp import MCPServerStdio
 from openai.types.responses import ResponseCustomToolCall
@@ -43,6 +40,7 @@ import durable_steps as ds
 
 from . import openai_runs as runs
 from .conftest import Crash
+from .openai_recorded import args_ok, no_paris  # the guardrails the recording has
 
 Effects = Callable[..., runs.Effects]
 
@@ -179,18 +177,6 @@ def test_tool_guardrails_and_a_run_configs_model_are_durable(
     """A tool's input and output guardrails (one rejects the tool's output, and the model
     is told) and a model given as ``RunConfig(model=...)``: replayed, none runs again, and
     the model sees what it saw."""
-
-    @tool_input_guardrail
-    def args_ok(data: Any) -> ToolGuardrailFunctionOutput:
-        runs.effect("guardrail.tool_input.args_ok")
-        return ToolGuardrailFunctionOutput.allow(output_info={"args": "fine"})
-
-    @tool_output_guardrail
-    def no_paris(data: Any) -> ToolGuardrailFunctionOutput:
-        runs.effect("guardrail.tool_output.no_paris")
-        if "Paris" in str(data.output):
-            return ToolGuardrailFunctionOutput.reject_content("no Paris here")
-        return ToolGuardrailFunctionOutput.allow()
 
     weather = copy.copy(runs.get_weather)
     weather.tool_input_guardrails, weather.tool_output_guardrails = [args_ok], [no_paris]
