@@ -1,7 +1,7 @@
 """What the console's tests share: a real console (``ConsoleServer``: uvicorn on a free
 loopback port, in a thread) over a real store -- a FileStore in the test's directory or
 a fresh container on cosmos-local -- and a real browser: Debian's Chromium driven by
-Playwright (``scripts/setup`` installs it with apt-get where it can).
+Playwright (``scripts/browser``, run by ``scripts/test``, installs it with apt-get where it can).
 
 Without Chromium (not installed, and ``scripts/setup`` could not: not root, not Debian)
 the browser tests skip with one line saying so -- or fail with ``--durable-strict``, as
@@ -181,7 +181,7 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
         _cannot_run(
             request,
             f"no Chromium at {CHROMIUM} (nor chromium, google-chrome or chromium-browser on "
-            "PATH): scripts/setup installs Debian's chromium with apt-get as root or with "
+            "PATH): scripts/browser installs Debian's chromium with apt-get as root or with "
             "sudo (DURABLE_TEST_CHROMIUM names another binary)",
         )
     from playwright.sync_api import expect
