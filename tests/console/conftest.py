@@ -3,7 +3,7 @@ loopback port, in a thread) over a real store -- a FileStore in the test's direc
 a fresh container on cosmos-local -- and a real browser: Debian's Chromium driven by
 Playwright (``scripts/browser``, run by ``scripts/test``, installs it with apt-get where it can).
 
-Without Chromium (not installed, and ``scripts/setup`` could not: not root, not Debian)
+Without Chromium (not installed, and ``scripts/browser`` could not: not root, not Debian)
 the browser tests skip with one line saying so -- or fail with ``--durable-strict``, as
 the backends that cannot run do; ``DURABLE_TEST_CHROMIUM`` names another Chromium binary.
 """
