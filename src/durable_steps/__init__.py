@@ -6,7 +6,6 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from .runner.cancel import cancel_run, cancel_run_async
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
 
@@ -19,8 +18,6 @@ from .runner.events import (
     set_event,
     set_event_async,
 )
-from .runner.fork import fork_run, fork_run_async
-from .runner.history import load_at, load_at_async, run_history, run_history_async
 from .runner.journal import call, call_async
 from .runner.mailbox import (
     PendingMessage,
@@ -33,18 +30,9 @@ from .runner.mailbox import (
 )
 from .runner.patches import patched
 from .runner.queues import Queue
-from .runner.results import wait_for_result, wait_for_result_async
-from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
 from .runner.signals import send_signal, send_signal_async, wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
-from .runner.stream_index import (
-    StreamInfo,
-    list_streams,
-    list_streams_async,
-    stream_info,
-    stream_info_async,
-)
 from .runner.streams import (
     StreamReset,
     close_stream,
@@ -57,8 +45,20 @@ from .runner.streams import (
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.typed import Recorded, typed_as
-from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
+from .runs.cancel import cancel_run, cancel_run_async
+from .runs.fork import fork_run, fork_run_async
+from .runs.history import load_at, load_at_async, run_history, run_history_async
+from .runs.results import wait_for_result, wait_for_result_async
+from .runs.resume import resume_run, resume_run_async
+from .runs.stream_index import (
+    StreamInfo,
+    list_streams,
+    list_streams_async,
+    stream_info,
+    stream_info_async,
+)
+from .runs.upgrade import upgrade_run, upgrade_run_async
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
 from .seam.errors import (

@@ -9,8 +9,8 @@ from dataclasses import asdict
 
 import click
 
-from ..runner.fork import fork_run
-from ..runner.history import run_history
+from ..runs.fork import fork_run
+from ..runs.history import run_history
 from ..stores.config import store_for
 from .common import json_value, say, size, when
 

@@ -9,10 +9,10 @@ import json
 
 import click
 
-from ..runner.cancel import cancel_run
 from ..runner.requests import execute
 from ..runner.store_io import blocking_io
 from ..runner.workflow import placement, start_program
+from ..runs.cancel import cancel_run
 from ..seam.store import Store
 from ..stores.config import store_for
 from .common import json_value, say

@@ -16,8 +16,8 @@ import json
 import click
 
 from ..runner.errors import not_found
-from ..runner.resume import resume_run
 from ..runner.workflow import Workflow
+from ..runs.resume import resume_run
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConfigurationError, RunWaiting
 from ..seam.rules import check_run_id

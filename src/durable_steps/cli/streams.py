@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from ..runner import events as run_events
-from ..runner.stream_index import list_streams
 from ..runner.streams import StreamReset, read_stream
+from ..runs.stream_index import list_streams
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store

@@ -13,8 +13,8 @@ import json
 import click
 
 from ..runner.errors import not_found
-from ..runner.upgrade import upgrade_run
 from ..runner.workflow import Workflow
+from ..runs.upgrade import upgrade_run
 from ..seam.errors import ConfigurationError
 from ..seam.rules import check_run_id
 from ..stores.config import store_for

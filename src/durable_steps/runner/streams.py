@@ -53,6 +53,7 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..runs.stream_index import indexed, kind_of
 from ..seam.checkpoint import RunInfo
 from ..seam.items import Item, offset_key
 from ..seam.rules import check_run_id
@@ -63,7 +64,6 @@ from .journal import Journal
 from .requests import AppendItem, Info, ReadItems, Request, Sleep, execute, execute_async
 from .step import current_step
 from .store_io import blocking_io, execute_on
-from .stream_index import indexed, kind_of
 from .tasks import join
 from .timers import seconds_of
 

@@ -27,13 +27,13 @@ import time
 from collections.abc import Generator
 from typing import Any, NamedTuple
 
+from ..runner.errors import not_found
+from ..runner.requests import Info, PutItem, ReadItems, Request, execute
+from ..runner.store_io import blocking_io, execute_on
 from ..seam.checkpoint import RunInfo
 from ..seam.items import Item, offset_key
 from ..seam.rules import check_name, check_run_id
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
-from .requests import Info, PutItem, ReadItems, Request, execute
-from .store_io import blocking_io, execute_on
 
 INDEX = "streams"
 """The kind of the index items: one per stream, keyed by its name."""

@@ -26,15 +26,15 @@ import time
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from ..runner.errors import not_found
+from ..runner.requests import LoadAt, LoadHead, Request, Save, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.telemetry import log
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError, StepNotKeptError
 from ..seam.rules import check_run_id
 from ..seam.state import check_json
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
-from .requests import LoadAt, LoadHead, Request, Save, execute
-from .store_io import blocking_io, execute_on
-from .telemetry import log
 
 
 def fork_run(

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..runner.errors import not_found
 from ..seam.history import StepRecord
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
 
 
 def run_history(store: Store, run_id: str) -> list[StepRecord]:
