@@ -9,36 +9,18 @@ from typing import TYPE_CHECKING, Any
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
 
-# -- talking to a running run: streams and events (runner.streams, runner.events) --
-from .runner.events import (
-    get_event,
-    get_event_async,
-    get_events,
-    get_events_async,
-    set_event,
-    set_event_async,
-)
+from .runner.events import set_event, set_event_async
 from .runner.journal import call, call_async
-from .runner.mailbox import (
-    PendingMessage,
-    pending_messages,
-    pending_messages_async,
-    receive,
-    receive_async,
-    send_message,
-    send_message_async,
-)
+from .runner.mailbox import receive, receive_async
 from .runner.patches import patched
 from .runner.queues import Queue
 from .runner.retry import Retry
-from .runner.signals import send_signal, send_signal_async, wait_for_signal
+from .runner.signals import wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
 from .runner.streams import (
     StreamReset,
     close_stream,
     close_stream_async,
-    read_stream,
-    read_stream_async,
     write_stream,
     write_stream_async,
 )
@@ -47,10 +29,19 @@ from .runner.timers import sleep, sleep_until
 from .runner.typed import Recorded, typed_as
 from .runner.workflow import Workflow
 from .runs.cancel import cancel_run, cancel_run_async
+from .runs.events import get_event, get_event_async, get_events, get_events_async
 from .runs.fork import fork_run, fork_run_async
 from .runs.history import load_at, load_at_async, run_history, run_history_async
+from .runs.mailbox import (
+    PendingMessage,
+    pending_messages,
+    pending_messages_async,
+    send_message,
+    send_message_async,
+)
 from .runs.results import wait_for_result, wait_for_result_async
 from .runs.resume import resume_run, resume_run_async
+from .runs.signals import send_signal, send_signal_async
 from .runs.stream_index import (
     StreamInfo,
     list_streams,
@@ -58,6 +49,7 @@ from .runs.stream_index import (
     stream_info,
     stream_info_async,
 )
+from .runs.streams import read_stream, read_stream_async
 from .runs.upgrade import upgrade_run, upgrade_run_async
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)

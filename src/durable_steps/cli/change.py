@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import click
 
-from ..runner.signals import send_signal
+from ..runs.signals import send_signal
 from ..seam.checkpoint import ENDED, Checkpoint, RunInfo
 from ..seam.errors import ConflictError, CorruptCheckpointError
 from ..seam.store import Store

@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from ..runner import events as run_events
-from ..runner.streams import StreamReset, read_stream
+from ..runner.streams import StreamReset
 from ..runs.stream_index import list_streams
+from ..runs.streams import read_stream
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store
