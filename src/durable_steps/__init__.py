@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
-
 from .runner.events import set_event, set_event_async
 from .runner.journal import call, call_async
 from .runner.mailbox import receive, receive_async
