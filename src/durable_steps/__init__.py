@@ -210,7 +210,7 @@ def __getattr__(name: str) -> Any:
     # the [cosmos] extra they are stand-ins whose use raises MissingExtraError (an
     # ImportError with the pip command), so `import *` and hasattr() still work.
     if name in ("CosmosStore", "AsyncCosmosStore"):
-        from .stores.config import cosmos_class
+        from .stores.cosmos.backend import cosmos_class
 
         value = globals()[name] = cosmos_class(name)
         return value

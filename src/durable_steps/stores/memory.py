@@ -29,7 +29,9 @@ from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from ..seam.state import delta_since
-from ..seam.store import Store, ThreadedStore
+from ..seam.store import AsyncStore, Store, ThreadedStore
+from .registry import Backend, Opening
+from .variables import retention
 
 
 class MemoryStore(Store):
@@ -266,3 +268,26 @@ class AsyncMemoryStore(ThreadedStore[MemoryStore]):
             codec=codec,
         )
         super().__init__(store, threads=False)
+
+
+# -- the backend, as the registry knows it: ``memory:`` (``DURABLE_STORE=memory``) --------
+
+
+def open_store(o: Opening) -> Store:
+    """A new, empty ``MemoryStore``."""
+    return MemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **retention(o.env))
+
+
+def open_async_store(o: Opening) -> AsyncStore:
+    """A new, empty ``AsyncMemoryStore``."""
+    kept = retention(o.env)
+    return AsyncMemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
+
+
+BACKEND = Backend(
+    "memory",
+    open_store,
+    open_async_store,
+    url_from_env=lambda env: "memory:",
+    describe=lambda o: {},
+)
