@@ -85,7 +85,7 @@ class Workflow:
     ) -> dict[str, Any]:
         """``run`` of this workflow; ``input`` is the initial state of a fresh run."""
         _sync_only(store)
-        return drive(self._run(run_id, input, lease, owner, None), store)
+        return drive(self.program(run_id, input, lease, owner, None), store)
 
     async def run_async(
         self,
@@ -98,7 +98,7 @@ class Workflow:
     ) -> dict[str, Any]:
         """``run_async`` of this workflow."""
         _async_only(store)
-        return await drive_async(self._run(run_id, input, lease, owner, None), store)
+        return await drive_async(self.program(run_id, input, lease, owner, None), store)
 
     def start(
         self,
@@ -171,7 +171,7 @@ class Workflow:
             partition,
         )
 
-    def _run(
+    def program(
         self,
         run_id: str,
         input: Mapping[str, Any] | None,
@@ -179,6 +179,11 @@ class Workflow:
         owner: str | None,
         stop: Callable[[], bool] | None,
     ) -> RunProgram:
+        """The program of one run of this workflow, for a driver to carry out: what
+        ``run`` and ``run_async`` drive here, and what the workers drive for a run they
+        took (``owner``: the lease's owner id, None for this process's; ``stop``: asked
+        at each call and step boundary, true when the worker is stopping). Within the
+        package only: applications call ``run``, ``run_async`` or ``start``."""
         return RunProgram(
             run_id,
             self.steps,

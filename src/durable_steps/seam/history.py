@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint import Checkpoint, evolve
+from .checkpoint import Checkpoint
 from .errors import ConfigurationError, StepNotKeptError
 
 MODES = ("steps", "none")
@@ -196,7 +196,3 @@ def checkpoint_at(
         trace=fields.get("trace"),
         calls=tuple(calls),
     )
-
-
-def with_calls(cp: Checkpoint, calls: Iterable[Any]) -> Checkpoint:
-    return evolve(cp, calls=tuple(calls))

@@ -36,7 +36,6 @@ from .state import check_json
 MAX_ITEM_BYTES = 256 * 1024
 """The largest item value (compact JSON): far under Cosmos DB's 2 MB item limit even
 with every character escaped, so an item that one store keeps every store keeps."""
-MAX_KEY = 255
 OFFSET_DIGITS = 12
 
 
