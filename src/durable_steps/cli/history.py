@@ -1,4 +1,4 @@
-"""``durable-steps runs history`` and ``runs fork`` (issue 33): a run's completed steps as
+"""``durable-steps runs history`` and ``runs fork``: a run's completed steps as
 its store keeps them, and a new run made from one of them (``runner.history``,
 ``runner.fork``). ``runs prune`` deletes expired runs with their history (``change``)."""
 

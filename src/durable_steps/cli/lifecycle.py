@@ -118,7 +118,7 @@ def runs_start(
         say(f"run {run_id} of workflow {name} exists already; nothing was started")
 
 
-# -- is the workflow known? (issue 31 item 8) --------------------------------------------
+# -- is the workflow known? --------------------------------------------------------------
 
 _SEEN = 1000
 """Runs a refusal looks through for the names of workflows the store knows (to suggest)."""

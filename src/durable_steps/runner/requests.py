@@ -71,7 +71,7 @@ class Info(NamedTuple):
     run_id: str
 
 
-# -- history (issue 33) --
+# -- history --
 
 
 class LoadAt(NamedTuple):

@@ -51,12 +51,12 @@ class Workflow:
     every time, by the OOM killer say -- stops there rather than loop forever through
     the workers. 10 by default (``claim.MAX_ATTEMPTS`` says why); a step's ``Retry``
     with more attempts raises it for that step; None: no limit."""
-    # -- lifecycle: versions (issue 33 item 4)
+    # -- lifecycle: versions
     version: str | None = field(default=None, kw_only=True)
     """The version of this code (e.g. ``"2026-12"``): each run is pinned to the version
     it began on, and only code of that version runs it (``versions``)."""
 
-    # -- run deadlines (issue 31 item 7) ---------------------------------------------------
+    # -- run deadlines ---------------------------------------------------------------------
     timeout: float | None = field(default=None, kw_only=True)
     """Seconds from a run's beginning to its deadline: a run not finished by then is
     cancelled (reason ``"deadline"``; ``runner.deadlines``). None: no deadline."""

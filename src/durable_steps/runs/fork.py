@@ -1,4 +1,4 @@
-"""Fork and rewind (issue 33, item 3): ``fork_run(store, run_id, new_run_id, at_step=k,
+"""Fork and rewind: ``fork_run(store, run_id, new_run_id, at_step=k,
 update=None, at_call=None)`` (and ``fork_run_async``) makes a new run whose state is
 the source's after step k (its history keeps it: ``seam.history``), plus ``update`` (a
 JSON object of top-level keys), continuing at step k+1.

@@ -1,4 +1,4 @@
-"""A run's history from outside (issue 33, item 1): ``run_history(store, run_id)`` lists
+"""A run's history from outside: ``run_history(store, run_id)`` lists
 its completed steps as the store keeps them, ``load_at(store, run_id, step)`` gives
 its state after one of them (and their ``_async`` twins).
 

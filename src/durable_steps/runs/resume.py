@@ -1,4 +1,4 @@
-"""Resuming a failed or cancelled run: ``resume_run(store, run_id)`` (issue 33 item 2).
+"""Resuming a failed or cancelled run: ``resume_run(store, run_id)``.
 
 Design. One conditional save of the run's head (``changes.update_run``: the head
 read and written alone, like a signal or a cancellation, whatever the state's size)

@@ -1,5 +1,5 @@
 """Moving a run to another version of its workflow's code: ``upgrade_run(store, run_id,
-workflow)`` (issue 33 item 4; ``versions`` has the design of versions).
+workflow)`` (``versions`` has the design of versions).
 
 Design. One conditional save of the run's head (``changes.update_run``, like a
 signal: the state is neither read nor written) sets the run's version to

@@ -66,12 +66,12 @@ class Checkpoint:
     """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
-    # -- fork (issue 33, item 3: runner.fork) --
+    # -- fork (runner.fork) --
     forked_from: Mapping[str, Any] | None = None
     """A run made by ``fork_run``: ``{"run": source run id, "step": k, "call": n or
     None, "at": when}``. None: not a fork."""
 
-    # -- lifecycle: versions and resume (issue 33 items 2 and 4) ------------------------
+    # -- lifecycle: versions and resume -------------------------------------------------
     version: str | None = None
     """The version of the workflow's code the run runs on (``Workflow(version=)``),
     pinned by its start or first claim, moved only by ``upgrade_run``. None: not
@@ -89,7 +89,7 @@ class Checkpoint:
     receiving: str | None = None
     """The topic whose next message a ``waiting`` run's ``receive`` waits for."""
 
-    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    # -- run deadlines --------------------------------------------------------------------
     deadline: float | None = None
     """When the run is cancelled if it has not finished (seconds since the epoch; None:
     never): ``Workflow(timeout=)`` or ``start(..., timeout=)``, set when the run begins."""
@@ -182,10 +182,10 @@ class RunInfo:
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
-    # -- lifecycle: versions (issue 33 item 4)
+    # -- lifecycle: versions
     version: str | None = None
     """The version of the workflow's code the run is pinned to (None: not pinned)."""
-    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    # -- run deadlines --------------------------------------------------------------------
     deadline: float | None = None
     """When the run is cancelled if it has not finished (None: never)."""
     # -- queues (workers.queues) --

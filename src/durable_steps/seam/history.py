@@ -1,4 +1,4 @@
-"""History: each completed step of a run as its store keeps it (issue 33, item 1).
+"""History: each completed step of a run as its store keeps it.
 
 What is kept is a setting of the *store* -- ``history="steps"`` (the default: every
 completed step), ``"none"`` (only the latest checkpoint, as before) or

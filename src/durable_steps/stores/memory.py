@@ -1,7 +1,7 @@
 """MemoryStore (and AsyncMemoryStore, for asyncio): checkpoints in a dict, for tests of
 code that uses durable-steps.
 
-History (issue 33, ``seam.history``): each save that completes a step keeps its stored
+History (``seam.history``): each save that completes a step keeps its stored
 bytes and those of the version before it (whose journal is the step's as it stood
 when it completed) -- objects the store made anyway, kept instead of dropped.
 Retention: ``finished_ttl`` seconds after a run ended, ``delete_expired`` (the worker,
@@ -57,7 +57,7 @@ class MemoryStore(Store):
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
-        # -- history (issue 33): per run, each completed step's entry, its version's
+        # -- history: per run, each completed step's entry, its version's
         # bytes and the version's before it; and the last saved (step, attempt).
         self._kept: dict[str, list[tuple[StepRecord, bytes, bytes | None]]] = {}
         self._last: dict[str, tuple[int, int]] = {}
@@ -87,7 +87,7 @@ class MemoryStore(Store):
             self._note(checkpoint, doc, before, state)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
-    # -- history (issue 33) -----------------------------------------------------------
+    # -- history ----------------------------------------------------------------------
 
     def _note(
         self, cp: Checkpoint, doc: dict[str, Any], before: bytes | None, state: bytes

@@ -1,4 +1,4 @@
-"""The worker's loop on asyncio (issue 31 item 1): async workflows run as tasks on
+"""The worker's loop on asyncio: async workflows run as tasks on
 the worker's event loop, sync ones in threads, in one process.
 
 A workflow with an ``async def`` step (``runs_async``) is driven by ``run_async``

@@ -1,5 +1,5 @@
-"""What an expired run leaves behind on Cosmos DB, removed (issue 32 item 1, issue 33
-item 5), at a cost per pass that does not grow with the store (issue 31 item 3):
+"""What an expired run leaves behind on Cosmos DB, removed (its streams, events and kept
+history), at a cost per pass that does not grow with the store:
 ``delete_expired`` as a program of SDK calls (``programs``), and the expiry index it
 reads.
 

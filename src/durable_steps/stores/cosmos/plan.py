@@ -49,7 +49,7 @@ class SavePlan:
     known: Known
     """What the store holds once the head lands (its etag is filled in then)."""
     trim: int | None = None
-    """History's ``keep_last`` (issue 33): after the head, delete the generations that
+    """History's ``keep_last``: after the head, delete the generations that
     only steps before this one need."""
 
     @property
@@ -132,7 +132,7 @@ class _Planner:
         self.chain = None if self.known is None else self.known.chain
         self.ttl = items.finished_ttl if self.cp.done else None
         self.until = None if self.known is None else self.known.until
-        # -- history (issue 33): never inline, a completed step's save always writes a
+        # -- history: never inline, a completed step's save always writes a
         # segment marked ``hist``, a fold keeps what it supersedes (``segments``).
         self.keep = items.history.on
         self.hist = _completed(p) if self.keep else None

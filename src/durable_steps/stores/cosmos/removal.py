@@ -98,7 +98,7 @@ class Removals(CosmosPrograms):
     def _not_history(
         self, run_id: str, head: dict[str, Any], doomed: list[dict[str, Any]]
     ) -> Program[list[dict[str, Any]]]:
-        """Those of ``doomed`` that the run's history does not reach (issue 33: a fold
+        """Those of ``doomed`` that the run's history does not reach (a fold
         with history on keeps what it superseded, linked by ``back``;
         ``segments.history_chain``). A head that points to no segments keeps none."""
         try:

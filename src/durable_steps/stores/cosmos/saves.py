@@ -104,7 +104,7 @@ class Saves(CosmosPrograms):
             raise
         if saving.cleanup is not None:
             yield from self._cleanup(run_id, *saving.cleanup)
-        if saving.trim is not None and saving.known.chain is not None:  # keep_last (issue 33)
+        if saving.trim is not None and saving.known.chain is not None:  # keep_last
             yield from self._trim(run_id, saving.known.chain, saving.trim)
         return self._confirmed(saving, etag)
 
