@@ -94,7 +94,7 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = [  # grouped by purpose, as readers look for them; a test pins the set
+__all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a test pins the set
     # -- Defining and running a run, here
     "Workflow",
     "Step",
