@@ -102,7 +102,7 @@ def show_resumed(cp: Checkpoint) -> None:
         return
     say(("resumed", "bold"))
     for r in cp.resumed:
-        error = r.get("error") or {}
+        error = r.get("error")
         why = f"{error.get('type')}: {error.get('message')}" if error else "-"
         if r.get("status") == "cancelled":
             why = f"cancelled ({r.get('cancel_reason') or 'no reason given'})"

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..seam.checkpoint import Checkpoint
+from ..seam.checkpoint import Checkpoint, Placement
 from ..seam.errors import ConflictError, StepMismatchError
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, frozen_state
@@ -198,13 +198,8 @@ class Workflow:
         )
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a started run waits for a worker: its queue, priority and partition."""
-
-    queue: str | None = None
-    priority: int | None = None
-    partition: str | None = None
+UNPLACED = Placement()
+"""A run of no queue (frozen: one shared default is safe)."""
 
 
 def placement(queue: str | None, priority: int | None, partition: str | None) -> Placement:
@@ -230,7 +225,7 @@ def start_program(
     *,
     version: str | None = None,
     timeout: float | None = None,
-    placed: Placement = Placement(),  # frozen: one shared default is safe
+    placed: Placement = UNPLACED,
 ) -> Generator[Request, Any, bool]:
     """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``);
     ``version``: the version the run is pinned to (None: its first claim pins it)."""
