@@ -150,7 +150,7 @@ class Expiry(CosmosPrograms):
             return 0
         if self.partition_key is None:
             yield OPEN
-        if self._legacy:  # one item per run, expired whole by its ttl
+        if not self.layout.segmented:  # one item per run, expired whole by its ttl
             return 0
         at = time.time() if now is None else now
         try:

@@ -33,7 +33,9 @@ class Removals(CosmosPrograms):
             yield OPEN
         self._items.forget(run_id)
         listed: list[dict[str, Any]] = []
-        if not self._legacy:  # listed first: a run created again after the delete keeps its own
+        if (
+            self.layout.segmented
+        ):  # listed first: a run created again after the delete keeps its own
             try:
                 listed = yield SdkCall(QUERY, segments.every_segment(run_id))
                 listed += yield SdkCall(QUERY, run_items.every_item(run_id))  # streams, events
@@ -59,7 +61,7 @@ class Removals(CosmosPrograms):
         does not need (see the top); how many were deleted."""
         if self.partition_key is None:
             yield OPEN
-        if self._legacy:
+        if not self.layout.segmented:  # no segments to sweep
             return 0
         try:
             found = yield SdkCall(QUERY, segments.older_segments(time.time() - older_than))
