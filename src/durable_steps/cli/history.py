@@ -1,6 +1,6 @@
 """``durable-steps runs history`` and ``runs fork``: a run's completed steps as
-its store keeps them, and a new run made from one of them (``runner.history``,
-``runner.fork``). ``runs prune`` deletes expired runs with their history (``change``)."""
+its store keeps them, and a new run made from one of them (``runs.history``,
+``runs.fork``). ``runs prune`` deletes expired runs with their history (``change``)."""
 
 from __future__ import annotations
 

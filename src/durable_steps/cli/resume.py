@@ -1,5 +1,5 @@
 """``durable-steps runs resume RUN [--here --workflow MODULE:ATTR]``: a failed or
-cancelled run running again from its last checkpoint (``runner.resume`` has the
+cancelled run running again from its last checkpoint (``runs.resume`` has the
 design), and how ``runs show`` tells the failures it had before.
 
 Without ``--here`` the run is handed back to the workers: no code is imported, as

@@ -1,6 +1,6 @@
 """``durable-steps runs stream``, ``runs streams`` and ``runs events``: a run's output
 streams (one followed, or all listed) and published events from a shell
-(``runner.streams``, ``runner.stream_index``, ``runner.events``), and the events block
+(``runs.streams``, ``runs.stream_index``, ``runs.events``), and the events block
 of ``runs show``."""
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def _write(journal: Journal, name: str, body: dict[str, Any]) -> Generator[Reque
         )
     journal.check()
     try:
-        if written.next == 0:  # listed before its first entry (runner.stream_index)
+        if written.next == 0:  # listed before its first entry (runs.stream_index reads it)
             yield indexed(run_id, name)
         if "call" in body:
             seen = written.calls.get(body["call"])

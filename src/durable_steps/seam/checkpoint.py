@@ -129,7 +129,7 @@ class Checkpoint:
     """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
-    # -- fork (runner.fork) --
+    # -- fork (runs.fork) --
     forked_from: ForkedFrom | None = None
     """A run made by ``fork_run``: the source run, its step and call. None: not a fork."""
 
@@ -143,7 +143,7 @@ class Checkpoint:
     """One record per ``resume_run`` of the run, oldest first: how it had ended, so an
     earlier failure stays visible after the run is running again. See ``runs.resume``."""
 
-    # -- the mailbox (seam.mailbox, runner.mailbox) --
+    # -- the mailbox (seam.mailbox, runner.mailbox, runs.mailbox) --
     mailbox: Mapping[str, Any] | None = None
     """Messages sent to the run (``send_message``) and not yet consumed, per topic, with
     the idempotency keys it remembers (``seam.mailbox``). None: never sent any."""

@@ -283,7 +283,7 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resumed(records: object) -> tuple[dict[str, Any], ...]:
-    """The records of a run's resumptions (``runner.resume``): a list of objects."""
+    """The records of a run's resumptions (``runs.resume``): a list of objects."""
     if records is None:
         return ()
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):

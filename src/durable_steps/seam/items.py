@@ -1,6 +1,7 @@
 """Per-run items: small records kept beside a run's checkpoint, in its own space.
 
-Streams and published events (``runner.streams``, ``runner.events``) are stored as
+Streams and published events (written by ``runner.streams``, ``runner.events``; read by
+``runs.streams``, ``runs.events``) are stored as
 *items* of a run -- and the mailbox, history and queue slots may use the same
 mechanism -- so a backend implements it once (``Store.append_item``, ``put_item``,
 ``read_items``; and their async twins):
