@@ -87,6 +87,25 @@ class Backend:
     key)."""
 
 
+def opened_by(
+    open_: Callable[[Opening, bool], Store | AsyncStore],
+) -> tuple[Callable[[Opening], Store], Callable[[Opening], AsyncStore]]:
+    """``Backend``'s ``open`` and ``open_async`` from one function that opens either kind
+    (its second argument: async), for a backend whose two differ only in the class."""
+
+    def open_store(o: Opening) -> Store:
+        store = open_(o, False)
+        assert isinstance(store, Store)
+        return store
+
+    def open_async_store(o: Opening) -> AsyncStore:
+        store = open_(o, True)
+        assert isinstance(store, AsyncStore)
+        return store
+
+    return open_store, open_async_store
+
+
 def scheme_of(url: str) -> str:
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     return scheme.split("+", 1)[0]

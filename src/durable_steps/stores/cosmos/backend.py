@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ...seam.errors import ConfigurationError, DurableError, MissingExtraError, StoreError
 from ...seam.store import AsyncStore, Store
-from ..registry import Backend, Opening
+from ..registry import Backend, Opening, opened_by
 from ..variables import CREATE_IF_MISSING, flag, retention, shown
 
 INSTALL = "pip install 'durable-steps[cosmos]'"
@@ -112,7 +112,7 @@ def cosmos_settings(
     }
 
 
-def _open(o: Opening, is_async: bool) -> Any:
+def _open(o: Opening, is_async: bool) -> Store | AsyncStore:
     endpoint, database, container = cosmos_location(o.url)
     args = cosmos_settings(o.env, endpoint, database, container, o.create)
     args["max_state_bytes"] = o.max_state_bytes
@@ -120,9 +120,10 @@ def _open(o: Opening, is_async: bool) -> Any:
     args |= retention(o.env)
     cosmos = cosmos_module()
     if is_async:
-        return cosmos.AsyncCosmosStore(**args)
+        opened: AsyncStore = cosmos.AsyncCosmosStore(**args)
+        return opened
     try:
-        return cosmos.CosmosStore(**args)
+        store: Store = cosmos.CosmosStore(**args)
     except StoreError as exc:
         if o.create or exc.status_code != 404:
             raise
@@ -134,17 +135,6 @@ def _open(o: Opening, is_async: bool) -> Any:
             "COSMOS_DATABASE and COSMOS_CONTAINER",
             status_code=404,
         ) from exc
-
-
-def open_store(o: Opening) -> Store:
-    """A ``CosmosStore``."""
-    store: Store = _open(o, False)
-    return store
-
-
-def open_async_store(o: Opening) -> AsyncStore:
-    """An ``AsyncCosmosStore``."""
-    store: AsyncStore = _open(o, True)
     return store
 
 
@@ -156,9 +146,7 @@ def describe(o: Opening) -> dict[str, Any]:
     return described
 
 
-BACKEND = Backend(
-    "cosmos", open_store, open_async_store, url_from_env=url_from_env, describe=describe
-)
+BACKEND = Backend("cosmos", *opened_by(_open), url_from_env=url_from_env, describe=describe)
 
 
 def cosmos_module() -> ModuleType:

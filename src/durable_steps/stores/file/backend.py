@@ -19,11 +19,11 @@ from typing import Any
 
 from ...seam.errors import ConfigurationError, StoreError
 from ...seam.store import AsyncStore, Store
-from ..registry import Backend, Opening
+from ..registry import Backend, Opening, opened_by
 from ..variables import CREATE_IF_MISSING, flag, log, retention
 
 
-def _open(o: Opening, is_async: bool) -> Any:
+def _open(o: Opening, is_async: bool) -> Store | AsyncStore:
     from .store import FileStore, exists
 
     path = o.rest
@@ -33,7 +33,7 @@ def _open(o: Opening, is_async: bool) -> Any:
             variable="DURABLE_STORE",
         )
 
-    def make() -> Any:
+    def make() -> Store | AsyncStore:
         kept = retention(o.env)
         if not is_async:
             return FileStore(path, max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
@@ -81,18 +81,6 @@ def _why_missing(named_by: str | None) -> str:
     )
 
 
-def open_store(o: Opening) -> Store:
-    """A ``FileStore`` (see the top for a directory that holds none)."""
-    store: Store = _open(o, False)
-    return store
-
-
-def open_async_store(o: Opening) -> AsyncStore:
-    """An ``AsyncFileStore``, as ``open_store``."""
-    store: AsyncStore = _open(o, True)
-    return store
-
-
 def url_from_env(env: Mapping[str, str]) -> str:
     return f"file:{env.get('DURABLE_FILE_PATH') or '.durable'}"
 
@@ -103,8 +91,7 @@ def describe(o: Opening) -> dict[str, Any]:
 
 BACKEND = Backend(
     "file",
-    open_store,
-    open_async_store,
+    *opened_by(_open),
     url_from_env=url_from_env,
     location_variable="DURABLE_FILE_PATH",
     describe=describe,
