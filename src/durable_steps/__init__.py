@@ -6,59 +6,50 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from .runner.cancel import cancel_run, cancel_run_async
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
-
-# -- talking to a running run: streams and events (runner.streams, runner.events) --
-from .runner.events import (
-    get_event,
-    get_event_async,
-    get_events,
-    get_events_async,
-    set_event,
-    set_event_async,
-)
-from .runner.fork import fork_run, fork_run_async
-from .runner.history import load_at, load_at_async, run_history, run_history_async
+from .runner.events import set_event, set_event_async
 from .runner.journal import call, call_async
-from .runner.mailbox import (
-    PendingMessage,
-    pending_messages,
-    pending_messages_async,
-    receive,
-    receive_async,
-    send_message,
-    send_message_async,
-)
+from .runner.mailbox import receive, receive_async
 from .runner.patches import patched
 from .runner.queues import Queue
-from .runner.results import wait_for_result, wait_for_result_async
-from .runner.resume import resume_run, resume_run_async
 from .runner.retry import Retry
-from .runner.signals import send_signal, send_signal_async, wait_for_signal
+from .runner.signals import wait_for_signal
 from .runner.step import Step, StepContext, current_step, running_steps
-from .runner.stream_index import (
-    StreamInfo,
-    list_streams,
-    list_streams_async,
-    stream_info,
-    stream_info_async,
-)
 from .runner.streams import (
     StreamReset,
     close_stream,
     close_stream_async,
-    read_stream,
-    read_stream_async,
     write_stream,
     write_stream_async,
 )
 from .runner.tasks import track_tasks
 from .runner.timers import sleep, sleep_until
 from .runner.typed import Recorded, typed_as
-from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
+from .runs.cancel import cancel_run, cancel_run_async
+from .runs.events import get_event, get_event_async, get_events, get_events_async
+from .runs.fork import fork_run, fork_run_async
+from .runs.history import load_at, load_at_async, run_history, run_history_async
+from .runs.mailbox import (
+    PendingMessage,
+    pending_messages,
+    pending_messages_async,
+    send_message,
+    send_message_async,
+)
+from .runs.results import wait_for_result, wait_for_result_async
+from .runs.resume import resume_run, resume_run_async
+from .runs.signals import send_signal, send_signal_async
+from .runs.stream_index import (
+    StreamInfo,
+    list_streams,
+    list_streams_async,
+    stream_info,
+    stream_info_async,
+)
+from .runs.streams import read_stream, read_stream_async
+from .runs.upgrade import upgrade_run, upgrade_run_async
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
 from .seam.errors import (
@@ -103,114 +94,125 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = [
-    "AsyncCosmosStore",
-    "AsyncFileStore",
-    "AsyncMemoryStore",
-    "AsyncStore",
-    "Checkpoint",
-    "CodecError",
-    "Compression",
-    "ConfigurationError",
-    "ConflictError",
-    "CorruptCheckpointError",
-    "CosmosStore",
-    "DurableError",
-    "FileStore",
-    "InvalidRunIdError",
-    "InvalidStateError",
-    "Keyring",
-    "LeaseLostError",
-    "MemoryStore",
-    "MessageTimeoutError",
-    "MissingExtraError",
-    "PendingMessage",
-    "Queue",
-    "Recorded",
-    "Recovered",
-    "Retry",
-    "RunCancelledError",
-    "RunFailedError",
-    "RunInfo",
-    "RunLeasedError",
-    "RunNotFoundError",
-    "RunWaiting",
-    "Schedule",
-    "SignalTimeoutError",
-    "StateTooLargeError",
+__all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a test pins the set
+    # -- Defining and running a run, here
+    "Workflow",
     "Step",
     "StepContext",
-    "StepMismatchError",
-    "StepNotKeptError",
-    "StepRecord",
-    "Store",
-    "StoreError",
-    "StreamInfo",
-    "StreamReset",
-    "TooManyAttemptsError",
-    "ValueCodec",
-    "Workflow",
-    "__version__",
-    "async_store_for",
-    "async_store_from_env",
-    "await_child",
-    "await_child_async",
+    "Retry",
+    "Queue",
+    "run",
+    "run_async",
+    "current_step",
+    "running_steps",
+    "track_tasks",
+    # -- Inside a step: durable operations
     "call",
     "call_async",
-    "cancel_run",
-    "cancel_run_async",
+    "Recorded",
+    "typed_as",
+    "sleep",
+    "sleep_until",
+    "patched",
+    "wait_for_signal",
+    "receive",
+    "receive_async",
+    "write_stream",
+    "write_stream_async",
     "close_stream",
     "close_stream_async",
-    "current_step",
-    "fork_run",
-    "fork_run_async",
+    "StreamReset",
+    "set_event",
+    "set_event_async",
+    # -- Child runs
+    "start_child",
+    "start_child_async",
+    "await_child",
+    "await_child_async",
+    # -- Reaching a run from outside (durable_steps.runs)
+    "wait_for_result",
+    "wait_for_result_async",
+    "cancel_run",
+    "cancel_run_async",
+    "send_signal",
+    "send_signal_async",
+    "send_message",
+    "send_message_async",
+    "pending_messages",
+    "pending_messages_async",
+    "PendingMessage",
+    "read_stream",
+    "read_stream_async",
+    "list_streams",
+    "list_streams_async",
+    "stream_info",
+    "stream_info_async",
+    "StreamInfo",
     "get_event",
     "get_event_async",
     "get_events",
     "get_events_async",
-    "list_streams",
-    "list_streams_async",
-    "load_at",
-    "load_at_async",
-    "patched",
-    "pending_messages",
-    "pending_messages_async",
-    "read_stream",
-    "read_stream_async",
-    "receive",
-    "receive_async",
-    "recover",
-    "recover_async",
-    "resume_run",
-    "resume_run_async",
-    "run",
-    "run_async",
+    # -- A run's life: history, fork, resume, versions
     "run_history",
     "run_history_async",
-    "running_steps",
-    "send_message",
-    "send_message_async",
-    "send_signal",
-    "send_signal_async",
-    "set_event",
-    "set_event_async",
-    "sleep",
-    "sleep_until",
-    "start_child",
-    "start_child_async",
-    "store_for",
-    "store_from_env",
-    "stream_info",
-    "stream_info_async",
-    "track_tasks",
-    "typed_as",
+    "load_at",
+    "load_at_async",
+    "StepRecord",
+    "fork_run",
+    "fork_run_async",
+    "resume_run",
+    "resume_run_async",
     "upgrade_run",
     "upgrade_run_async",
-    "wait_for_result",
-    "wait_for_result_async",
-    "wait_for_signal",
-    "write_stream",
-    "write_stream_async",
+    # -- Workers: recovery and schedules
+    "recover",
+    "recover_async",
+    "Recovered",
+    "Schedule",
+    # -- Stores: the interface, the built-in ones, and opening one by name
+    "Store",
+    "AsyncStore",
+    "Checkpoint",
+    "RunInfo",
+    "FileStore",
+    "AsyncFileStore",
+    "MemoryStore",
+    "AsyncMemoryStore",
+    "CosmosStore",
+    "AsyncCosmosStore",
+    "store_for",
+    "store_from_env",
+    "async_store_for",
+    "async_store_from_env",
+    # -- Values encoded at rest (docs/security.md)
+    "ValueCodec",
+    "Compression",
+    "Keyring",
+    # -- Errors (the tree is drawn at the top of seam/errors.py)
+    "DurableError",
+    "ConfigurationError",
+    "MissingExtraError",
+    "StoreError",
+    "ConflictError",
+    "CorruptCheckpointError",
+    "CodecError",
+    "InvalidRunIdError",
+    "InvalidStateError",
+    "StateTooLargeError",
+    "StepMismatchError",
+    "StepNotKeptError",
+    "LeaseLostError",
+    "RunLeasedError",
+    "RunNotFoundError",
+    "RunCancelledError",
+    "RunFailedError",
+    "TooManyAttemptsError",
+    "SignalTimeoutError",
+    "MessageTimeoutError",
+    # -- Control flow: a run that waits
+    "RunWaiting",
+    # -- The package
+    "__version__",
 ]
 
 
@@ -219,7 +221,7 @@ def __getattr__(name: str) -> Any:
     # the [cosmos] extra they are stand-ins whose use raises MissingExtraError (an
     # ImportError with the pip command), so `import *` and hasattr() still work.
     if name in ("CosmosStore", "AsyncCosmosStore"):
-        from .stores.config import cosmos_class
+        from .stores.cosmos.backend import cosmos_class
 
         value = globals()[name] = cosmos_class(name)
         return value

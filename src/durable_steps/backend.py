@@ -59,10 +59,10 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     "delete_conflict",
     "head_etag",
     "state_limit",
-    # history (issue 33): what run_history lists, the error of a step not kept
+    # history: what run_history lists, the error of a step not kept
     "StepRecord",
     "not_kept",
-    # -- a client that writes checkpoints itself (issue 35: the Agent Framework storage) --
+    # -- a client that writes checkpoints itself (the Agent Framework storage) --
     # A state made by ``frozen_state`` and ``FrozenState.updated`` remembers its change
     # since the version stored at an etag (``mark_stored``), so a save sends that change.
     "FrozenState",

@@ -211,7 +211,7 @@ def test_a_stop_at_a_step_boundary_releases_without_counting_an_attempt(
 
     w = Workflow("w", [step("a"), step("b")])
     with pytest.raises(Exception, match="the worker is stopping") as err:
-        api.drive(w._run(run_id, None, 60.0, None, lambda: stopping[0]))
+        api.drive(w.program(run_id, None, 60.0, None, lambda: stopping[0]))
     assert type(err.value).__name__ == "StopRequested"
     cp = api.memory.load(run_id)
     assert (cp.step, cp.status, cp.owner) == (0, "running", None)

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import durable_steps as ds
-from durable_steps.stores.config import cosmos_settings, describe
+from durable_steps.stores.config import describe
+from durable_steps.stores.cosmos.backend import cosmos_location, cosmos_settings
 
 
 def test_default_is_a_file_store_in_dot_durable(
@@ -391,11 +392,11 @@ def test_the_state_limit_reaches_every_store_and_doctor_shows_it(tmp_path: Path)
 def test_a_cosmos_container_is_named_on_the_command_line() -> None:
     """store_for("cosmos:NAME") is the configured Cosmos DB account and database with
     another container (what migrate --to cosmos:NEW uses)."""
-    from durable_steps.stores import config, registry
+    from durable_steps.stores import config
 
     env = {"DURABLE_STORE": "file", "COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/"}
     url = config.url_for("cosmos:checkpoints2", env)
-    assert registry.cosmos_location(url) == (
+    assert cosmos_location(url) == (
         "https://acct.documents.azure.com:443/",
         "durable",
         "checkpoints2",

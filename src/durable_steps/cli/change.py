@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import click
 
-from ..runner.signals import send_signal
+from ..runs.signals import send_signal
 from ..seam.checkpoint import ENDED, Checkpoint, RunInfo
 from ..seam.errors import ConflictError, CorruptCheckpointError
 from ..seam.store import Store
@@ -153,7 +153,7 @@ def runs_prune(older: str, any_status: bool, dry_run: bool, yes: bool, as_json: 
                 if info.error is None:  # (an unreadable run never matches these filters)
                     _prune_one(store, info, dry_run, as_json, done)
                     progress.advance()
-        # Retention (issue 33): runs past the store's finished_ttl, on a store that has
+        # Retention: runs past the store's finished_ttl, on a store that has
         # no item TTL (file, memory), with their history.
         expired = 0 if dry_run else store.delete_expired()
         # Cosmos DB: data that no head reaches (a crashed delete, an expired run, a lost save);

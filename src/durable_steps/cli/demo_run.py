@@ -114,7 +114,6 @@ class Attempt:
     rows: dict[str, tuple[str, float]] = field(default_factory=dict)
     killed: str | None = None
     returncode: int | None = None
-    calls_made: int = 0
     calls_replayed: int = 0
 
 
@@ -143,7 +142,6 @@ def attempt(
         step, kind = event.get("step", ""), event["event"]
         if kind in ("skip", "done"):
             result.rows[step] = (kind, event["seconds"])
-        result.calls_made += kind == "call"
         result.calls_replayed += kind == "replay"
         at_call = kind == "call" and event["index"] == KILL_AT_CALL
         if step == kill_in and ((kind == "start" and step != "agent") or at_call):

@@ -1,6 +1,6 @@
-"""``durable-steps runs history`` and ``runs fork`` (issue 33): a run's completed steps as
-its store keeps them, and a new run made from one of them (``runner.history``,
-``runner.fork``). ``runs prune`` deletes expired runs with their history (``change``)."""
+"""``durable-steps runs history`` and ``runs fork``: a run's completed steps as
+its store keeps them, and a new run made from one of them (``runs.history``,
+``runs.fork``). ``runs prune`` deletes expired runs with their history (``change``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import asdict
 
 import click
 
-from ..runner.fork import fork_run
-from ..runner.history import run_history
+from ..runs.fork import fork_run
+from ..runs.history import run_history
 from ..stores.config import store_for
 from .common import json_value, say, size, when
 

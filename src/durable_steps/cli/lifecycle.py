@@ -9,10 +9,10 @@ import json
 
 import click
 
-from ..runner.cancel import cancel_run
 from ..runner.requests import execute
 from ..runner.store_io import blocking_io
 from ..runner.workflow import placement, start_program
+from ..runs.cancel import cancel_run
 from ..seam.store import Store
 from ..stores.config import store_for
 from .common import json_value, say
@@ -118,7 +118,7 @@ def runs_start(
         say(f"run {run_id} of workflow {name} exists already; nothing was started")
 
 
-# -- is the workflow known? (issue 31 item 8) --------------------------------------------
+# -- is the workflow known? --------------------------------------------------------------
 
 _SEEN = 1000
 """Runs a refusal looks through for the names of workflows the store knows (to suggest)."""

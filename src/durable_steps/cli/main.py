@@ -79,7 +79,7 @@ for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
-for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life (issue 33)
+for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life
     runs.add_command(command)
 for command in (runs_stream, runs_streams, runs_events):  # talking to a run (cli/streams.py)
     runs.add_command(command)

@@ -148,11 +148,11 @@ def _layout(store: Store) -> None:
     from ..stores.cosmos.store import CosmosStore  # (azure: only when it is one)
 
     assert isinstance(store, CosmosStore)
-    key = store.partition_key
-    if key == "/run":
+    advice = store.layout_advice()
+    if advice is None:
         say(("✓ ", "green"), "container layout: partition key /run (a head and segments per run)")
     else:
-        say(("! ", "yellow"), f"container layout: {store.legacy_advice()}")
+        say(("! ", "yellow"), f"container layout: {advice}")
 
 
 def _indexes(store: Store) -> str:

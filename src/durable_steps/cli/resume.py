@@ -1,5 +1,5 @@
 """``durable-steps runs resume RUN [--here --workflow MODULE:ATTR]``: a failed or
-cancelled run running again from its last checkpoint (``runner.resume`` has the
+cancelled run running again from its last checkpoint (``runs.resume`` has the
 design), and how ``runs show`` tells the failures it had before.
 
 Without ``--here`` the run is handed back to the workers: no code is imported, as
@@ -16,8 +16,8 @@ import json
 import click
 
 from ..runner.errors import not_found
-from ..runner.resume import resume_run
 from ..runner.workflow import Workflow
+from ..runs.resume import resume_run
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConfigurationError, RunWaiting
 from ..seam.rules import check_run_id
@@ -102,7 +102,7 @@ def show_resumed(cp: Checkpoint) -> None:
         return
     say(("resumed", "bold"))
     for r in cp.resumed:
-        error = r.get("error") or {}
+        error = r.get("error")
         why = f"{error.get('type')}: {error.get('message')}" if error else "-"
         if r.get("status") == "cancelled":
             why = f"cancelled ({r.get('cancel_reason') or 'no reason given'})"

@@ -188,7 +188,7 @@ def runs_list(
     workflow: str | None,
     limit: int | None,
     as_json: bool,
-    version: str | None = None,  # lifecycle (issue 33): last, so callers by position keep working
+    version: str | None = None,  # lifecycle: last, so callers by position keep working
 ) -> None:
     """List runs: status, workflow (@ the version its run is pinned to), the signal a
     waiting run waits for, the worker that leases a running one, attempt, last
@@ -368,12 +368,12 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
         "run": Text(cp.run_id),
         "status": Text(str(status), STYLE[str(cp.status)]),
         "workflow": Text(cp.workflow or "- (a plain run, not a Workflow)"),
-        **({"version": Text(cp.version)} if cp.version else {}),  # lifecycle (issue 33)
+        **({"version": Text(cp.version)} if cp.version else {}),  # lifecycle
         "lease": Text(_lease(cp, now)),
         "updated": Text(when(cp.updated_at)),
         "etag": Text(cp.etag or "-"),
     }
-    if cp.forked_from:  # fork (issue 33)
+    if cp.forked_from:  # fork
         f = cp.forked_from
         call = "" if f.get("call") is None else f", keeping {f.get('call')} recorded calls"
         fields["forked from"] = Text(f"{f.get('run')} after step {f.get('step')}{call}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..runner.mailbox import send_message
+from ..runs.mailbox import send_message
 from ..stores.config import store_for
 from .common import say
 

@@ -1,6 +1,6 @@
 """``durable-steps runs stream``, ``runs streams`` and ``runs events``: a run's output
 streams (one followed, or all listed) and published events from a shell
-(``runner.streams``, ``runner.stream_index``, ``runner.events``), and the events block
+(``runs.streams``, ``runs.stream_index``, ``runs.events``), and the events block
 of ``runs show``."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from ..runner import events as run_events
-from ..runner.stream_index import list_streams
-from ..runner.streams import StreamReset, read_stream
+from ..runner.streams import StreamReset
+from ..runs.stream_index import list_streams
+from ..runs.streams import read_stream
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store

@@ -1,5 +1,5 @@
 """``durable-steps runs upgrade RUN --to VERSION --workflow MODULE:ATTR``: a run moved
-to another version of its workflow's code (``runner.upgrade`` has the design).
+to another version of its workflow's code (``runs.upgrade`` has the design).
 
 The code is named as the worker names it (MODULE:ATTR, the same loader) and must
 hold the run's workflow at VERSION: the run's completed steps are checked against
@@ -13,8 +13,8 @@ import json
 import click
 
 from ..runner.errors import not_found
-from ..runner.upgrade import upgrade_run
 from ..runner.workflow import Workflow
+from ..runs.upgrade import upgrade_run
 from ..seam.errors import ConfigurationError
 from ..seam.rules import check_run_id
 from ..stores.config import store_for

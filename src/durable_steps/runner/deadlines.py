@@ -1,4 +1,4 @@
-"""Run deadlines (issue 31 item 7): a run not finished by its deadline is cancelled.
+"""Run deadlines: a run not finished by its deadline is cancelled.
 
 ``Workflow(timeout=)`` (seconds) gives every run of the workflow a deadline, and
 ``start(..., timeout=)`` one run: the deadline (``Checkpoint.deadline``, epoch

@@ -194,7 +194,7 @@ class Journal:
             )
         return ({"i": i, "task": scope} if scope else {"i": i}), record
 
-    # -- stop at the next call (issue 31 item 2) ------------------------------------------
+    # -- stop at the next call ------------------------------------------------------------
 
     def stopping(self) -> None:
         """A worker that is stopping (SIGTERM) lets no new durable operation start: the

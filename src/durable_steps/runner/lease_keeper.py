@@ -6,7 +6,7 @@ result, a recorded call, a retry, a release) and its heartbeat, which renews
 driver lets only one of them save at a time (a lock), and both save on top of
 ``latest`` -- the last checkpoint this run wrote -- so each is conditional on the
 other's last write and on nobody else's. More writers are welcome: ``send_signal`` may
-add a signal while we hold the lease, ``send_message`` a message (``runner.mailbox``;
+add a signal while we hold the lease, ``send_message`` a message (``runs.mailbox``;
 one that wakes the run while it saves itself as waiting for it, too). A save that
 meets such a delivery reloads, takes the signals and messages over, and saves again.
 So does a save that meets this run's own earlier write -- one whose outcome the store

@@ -16,7 +16,7 @@ cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from ..seam.checkpoint import Checkpoint
 
@@ -26,6 +26,30 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+StoreMethod = Literal[
+    "load",
+    "save",
+    "load_head",
+    "save_head",
+    "run_info",
+    "load_at",
+    "append_item",
+    "put_item",
+    "read_items",
+]
+"""The methods of ``Store`` (and, awaited, of ``AsyncStore``) that requests name."""
+
+
+class StoreCall(NamedTuple):
+    """A request as one call of a store's method: the one place that maps the request
+    vocabulary onto the store's surface, for blocking and async stores alike."""
+
+    method: StoreMethod
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None = None
+    writes: bool = False
+    """A write: an async driver lets it finish when cancelled, so its outcome is known."""
+
 
 # Requests are made several times per step: NamedTuples, which cost a fraction of a
 # frozen dataclass to make.
@@ -34,12 +58,18 @@ T = TypeVar("T")
 class Load(NamedTuple):
     run_id: str
 
+    def store_call(self) -> StoreCall:
+        return StoreCall("load", (self.run_id,))
+
 
 class Save(NamedTuple):
     checkpoint: Checkpoint
     guard: Callable[[], object] | None = None
     """Called by a run's driver under its save lock, just before the save: raising
     there keeps the checkpoint from being saved (a call that outlived its step)."""
+
+    def store_call(self) -> StoreCall:
+        return StoreCall("save", (self.checkpoint,), writes=True)
 
 
 class Call(NamedTuple):
@@ -57,6 +87,9 @@ class LoadHead(NamedTuple):
 
     run_id: str
 
+    def store_call(self) -> StoreCall:
+        return StoreCall("load_head", (self.run_id,))
+
 
 class SaveHead(NamedTuple):
     """Save a checkpoint read by ``LoadHead`` (its state not read): every field but its
@@ -64,14 +97,20 @@ class SaveHead(NamedTuple):
 
     checkpoint: Checkpoint
 
+    def store_call(self) -> StoreCall:
+        return StoreCall("save_head", (self.checkpoint,), writes=True)
+
 
 class Info(NamedTuple):
     """The run's ``RunInfo`` (its metadata, not its state), or None."""
 
     run_id: str
 
+    def store_call(self) -> StoreCall:
+        return StoreCall("run_info", (self.run_id,))
 
-# -- history (issue 33) --
+
+# -- history --
 
 
 class LoadAt(NamedTuple):
@@ -79,6 +118,9 @@ class LoadAt(NamedTuple):
 
     run_id: str
     step: int
+
+    def store_call(self) -> StoreCall:
+        return StoreCall("load_at", (self.run_id, self.step))
 
 
 # -- per-run items (streams, events: ``streams``, ``events``; ``seam.items``) ------------
@@ -92,6 +134,9 @@ class AppendItem(NamedTuple):
     key: str
     value: Any
 
+    def store_call(self) -> StoreCall:
+        return StoreCall("append_item", (self.run_id, self.kind, self.key, self.value), writes=True)
+
 
 class PutItem(NamedTuple):
     """Create or replace an item of the run."""
@@ -100,6 +145,9 @@ class PutItem(NamedTuple):
     kind: str
     key: str
     value: Any
+
+    def store_call(self) -> StoreCall:
+        return StoreCall("put_item", (self.run_id, self.kind, self.key, self.value), writes=True)
 
 
 class ReadItems(NamedTuple):
@@ -110,9 +158,16 @@ class ReadItems(NamedTuple):
     after: str | None = None
     limit: int | None = None
 
+    def store_call(self) -> StoreCall:
+        return StoreCall(
+            "read_items", (self.run_id, self.kind), {"after": self.after, "limit": self.limit}
+        )
+
 
 ItemRequest = AppendItem | PutItem | ReadItems
-Request = Load | Save | Call | Sleep | Info | LoadHead | SaveHead | LoadAt | ItemRequest
+StoreRequest = Load | Save | Info | LoadHead | SaveHead | LoadAt | ItemRequest
+"""The requests a store answers, each turned into its call by ``store_call``."""
+Request = StoreRequest | Call | Sleep
 R = TypeVar("R")
 
 

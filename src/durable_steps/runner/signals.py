@@ -6,8 +6,9 @@ been delivered. Before that it suspends the run: the runner saves it as
 releases the lease and raises ``RunWaiting``. With ``timeout=``, the deadline
 is recorded in the step's journal and as the run's ``wake_at``: ``recover`` and
 the worker resume the run once it passes, and the wait returns ``default`` (or
-raises ``SignalTimeoutError``) unless the signal came after all. ``send_signal(store, run_id, name,
-payload)`` delivers it: a conditional save that adds the payload to the
+raises ``SignalTimeoutError``) unless the signal came after all.
+``send_signal(store, run_id, name, payload)`` (``runs.signals``: the sending side,
+outside the run) delivers it: a conditional save that adds the payload to the
 checkpoint's ``signals`` and, when the run waits for exactly that name, makes it
 ``running`` again with no owner -- so the next ``run``, or ``recover``, resumes
 it and the step starts over, this time getting the payload. A concurrent save
@@ -24,22 +25,14 @@ cancelled run takes no signal (``RunCancelledError``).
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from ..seam.checkpoint import Checkpoint
-from ..seam.errors import ConflictError, SignalTimeoutError, Suspend
-from ..seam.rules import check_name, check_run_id
-from ..seam.state import freeze, thaw
-from ..seam.store import AsyncStore, Store
-from .changes import update_run
+from ..seam.errors import SignalTimeoutError, Suspend
+from ..seam.rules import check_name
+from ..seam.state import thaw
 from .clock import now
-from .errors import cancelled
-from .requests import Request, execute
 from .step import current_step
-from .store_io import blocking_io, execute_on
 from .timers import seconds_of
 
 _NO_DEFAULT: Any = object()
@@ -82,52 +75,3 @@ def wait_for_signal(
         signal=name,
         deadline=deadline,
     )
-
-
-def send_signal(store: Store, run_id: str, name: str, payload: Any = None) -> Checkpoint:
-    """Deliver signal ``name`` with ``payload`` (JSON) to run ``run_id``; returns the
-    checkpoint as stored, read and written without its state (its ``state`` is not
-    read: ``store.load`` gives it). ``RunNotFoundError`` if the run does not exist,
-    ``ConflictError`` if that signal was delivered before."""
-    return execute(_deliver(run_id, name, payload), blocking_io(store))
-
-
-async def send_signal_async(
-    store: AsyncStore, run_id: str, name: str, payload: Any = None
-) -> Checkpoint:
-    """``send_signal`` for async stores."""
-    return await execute_on(_deliver(run_id, name, payload), store)
-
-
-def _deliver(run_id: str, name: str, payload: Any) -> Generator[Request, Any, Checkpoint]:
-    check_run_id(run_id)
-    check_name(name, "signal name")
-    payload = thaw(freeze(payload, f"[{name!r}]", run_id, 1, "signal payload"))
-
-    def deliver(cp: Checkpoint) -> Checkpoint:
-        if cp.status == "cancelled":
-            raise cancelled(run_id, cp.cancel_reason)
-        if name in cp.signals:
-            raise ConflictError(
-                f"run {run_id!r} already has signal {name!r}; nothing was changed. A signal "
-                "is delivered once: use another name for another decision",
-                run_id=run_id,
-            )
-        wakes = cp.status == "waiting" and cp.waiting_for == name
-        return replace(
-            cp,
-            signals={**cp.signals, name: payload},
-            status="running" if wakes else cp.status,
-            wake_at=None if wakes else cp.wake_at,
-            updated_at=cp.updated_at if cp.status == "completed" else None,
-        )
-
-    saved = yield from update_run(
-        run_id,
-        deliver,
-        missing=f"signal {name!r} was not delivered",
-        doing=f"signal {name!r} was being delivered",
-        undone="nothing was changed",
-    )
-    assert saved is not None  # deliver always changes the run
-    return saved

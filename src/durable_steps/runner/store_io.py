@@ -8,25 +8,12 @@ its state's size; ``Info`` its metadata.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from ..seam.store import AsyncStore, Store
 from . import clock
-from .requests import (
-    AppendItem,
-    Info,
-    Load,
-    LoadAt,
-    LoadHead,
-    PutItem,
-    ReadItems,
-    Request,
-    Save,
-    SaveHead,
-    Sleep,
-    execute_async,
-)
+from .requests import Request, Sleep, StoreRequest, execute_async
 from .tasks import untracked
 
 T = TypeVar("T")
@@ -35,28 +22,13 @@ T = TypeVar("T")
 def blocking_io(store: Store) -> Callable[[Request], Any]:
     """``do`` for programs that only load, save and sleep: a blocking store's I/O."""
 
-    def do(op: Request) -> Any:  # noqa: PLR0911 (one return per request kind)
-        if isinstance(op, Load):
-            return store.load(op.run_id)
-        if isinstance(op, Save):
-            return store.save(op.checkpoint)
-        if isinstance(op, LoadHead):
-            return store.load_head(op.run_id)
-        if isinstance(op, SaveHead):
-            return store.save_head(op.checkpoint)
+    def do(op: Request) -> Any:
         if isinstance(op, Sleep):
             return clock.sleep(op.seconds)
-        if isinstance(op, Info):
-            return store.run_info(op.run_id)
-        if isinstance(op, LoadAt):
-            return store.load_at(op.run_id, op.step)
-        if isinstance(op, AppendItem):
-            return store.append_item(op.run_id, op.kind, op.key, op.value)
-        if isinstance(op, PutItem):
-            return store.put_item(op.run_id, op.kind, op.key, op.value)
-        if isinstance(op, ReadItems):
-            return store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
-        raise TypeError(op)
+        if not isinstance(op, StoreRequest):
+            raise TypeError(op)
+        call = op.store_call()
+        return getattr(store, call.method)(*call.args, **(call.kwargs or {}))
 
     return do
 
@@ -64,65 +36,37 @@ def blocking_io(store: Store) -> Callable[[Request], Any]:
 class AsyncStoreIO:
     """``do`` for programs that only load, save and sleep: an async store's I/O.
 
-    A save is not cut short by a cancellation: it is let finish, so that its outcome
-    is known, and ``cancelled`` notes the cancellation. It is raised at the next
-    sleep (or step), or by the caller once the program is done.
+    A write (a save, an item's) is not cut short by a cancellation: it is let finish,
+    so that its outcome is known, and ``cancelled`` notes the cancellation. It is
+    raised at the next sleep (or step), or by the caller once the program is done.
     """
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
         self.cancelled = False
 
-    async def __call__(self, op: Request) -> Any:  # noqa: PLR0911 - one per kind of request
-        if isinstance(op, Load):
-            return await self.store.load(op.run_id)
-        if isinstance(op, Save | SaveHead):
-            return await self._save(op)
-        if isinstance(op, LoadHead):
-            return await self.store.load_head(op.run_id)
+    async def __call__(self, op: Request) -> Any:
         if isinstance(op, Sleep):
             if self.cancelled:
                 raise asyncio.CancelledError
             return await clock.asleep(op.seconds)
-        if isinstance(op, Info):
-            return await self.store.run_info(op.run_id)
-        if isinstance(op, LoadAt):
-            return await self.store.load_at(op.run_id, op.step)
-        if isinstance(op, ReadItems):
-            return await self.store.read_items(op.run_id, op.kind, after=op.after, limit=op.limit)
-        if isinstance(op, AppendItem | PutItem):  # a write: let finish, as a save
-            return await self._write_item(op)
-        raise TypeError(op)
+        if not isinstance(op, StoreRequest):
+            raise TypeError(op)
+        call = op.store_call()
+        answer = getattr(self.store, call.method)(*call.args, **(call.kwargs or {}))
+        return await (self._let_finish(answer) if call.writes else answer)
 
-    async def _write_item(self, op: AppendItem | PutItem) -> None:
-        store = self.store
-        write = store.append_item if isinstance(op, AppendItem) else store.put_item
-        writing = untracked(write(op.run_id, op.kind, op.key, op.value))
+    async def _let_finish(self, write: Coroutine[Any, Any, T]) -> T:
+        writing = untracked(write)
         while True:
             try:
                 return await asyncio.shield(writing)
             except asyncio.CancelledError:
                 if writing.cancelled():
-                    raise
-                self.cancelled = True
+                    raise  # the store itself gave up, not us
+                self.cancelled = True  # also when the write ended just as it came
                 if writing.done():
                     return writing.result()
-
-    async def _save(self, op: Save | SaveHead) -> Any:
-        store = self.store
-        if isinstance(op, SaveHead):
-            saving = untracked(store.save_head(op.checkpoint))
-        else:
-            saving = untracked(store.save(op.checkpoint))
-        while True:
-            try:
-                return await asyncio.shield(saving)
-            except asyncio.CancelledError:
-                if saving.cancelled():
-                    raise  # the store itself gave up, not us
-                self.cancelled = True  # also when the save ended just as it came
-                if saving.done():
-                    return saving.result()
 
 
 async def execute_on(program: Generator[Request, Any, T], store: AsyncStore) -> T:

@@ -1,12 +1,9 @@
-"""Output streams: a run's chunks, written inside its steps, read outside as they come.
+"""Output streams, the writing side: a run's chunks, written inside its steps.
 
 ``write_stream(name, chunk)`` (``await write_stream_async(...)`` under ``run_async``),
 inside a step or a call's function, appends a JSON chunk to the run's stream ``name``;
-``close_stream(name)`` ends it. Outside, ``read_stream(store, run_id, name, after=)``
-(an iterator; ``read_stream_async`` an async one) yields ``(offset, chunk)`` and
-follows the stream live until it is closed or the run ends (completed, failed,
-cancelled). Offsets are 0, 1, 2, ... A reader that stops and comes back with
-``after=`` its last offset misses nothing and sees nothing twice.
+``close_stream(name)`` ends it. Outside, ``read_stream`` (``runs.streams``) yields
+``(offset, chunk)`` as they come. Offsets are 0, 1, 2, ...
 
 Storage. Each chunk is one per-run item (``seam.items``) of kind ``stream:NAME`` whose
 key is its offset: one append, create-only, so that no two writers ever get one
@@ -15,7 +12,7 @@ other's items: ``ConflictError``, which ends its step). Offsets are dense: the
 run's owner assigns them one after the other, appends one at a time (an async
 step's tasks take turns), and only after the chunk before is stored -- so a reader
 never sees an offset before the one below it. Before a stream's first entry, its
-name is put in the run's index of streams (``runner.stream_index``: what
+name is put in the run's index of streams (``runs.stream_index``: what
 ``list_streams`` reads).
 
 What a resume does (the run's process killed, its lease taken over, a step retried):
@@ -35,11 +32,6 @@ What a resume does (the run's process killed, its lease taken over, a step retri
   them. A reader gets the marker as an entry, ``(offset, StreamReset(...))``, in
   its place: never silence, never a rewritten offset.
 
-Reading polls the store: ``read_items`` after the last offset (file: the log's new
-records only; Cosmos DB: one single-partition query); when nothing is new, the
-run's metadata (``run_info``: never its state) tells whether it ended. The pause
-between empty polls starts at ``interval`` and backs off to ``max_interval``.
-
 Stored values: ``{"chunk": C, "at": place}`` (step code), ``{"chunk": C, "call":
 id, "attempt": n}`` (a call's function), ``{"reset": since, "call": id,
 "attempt": n}``, ``{"closed": true, ...}``.
@@ -48,28 +40,24 @@ id, "attempt": n}`` (a call's function), ``{"reset": since, "call": id,
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..seam.checkpoint import RunInfo
 from ..seam.items import Item, offset_key
-from ..seam.rules import check_run_id
-from ..seam.store import AsyncStore, Store
-from .clock import now
-from .errors import not_found
+from ..seam.rules import check_name
 from .journal import Journal
-from .requests import AppendItem, Info, ReadItems, Request, Sleep, execute, execute_async
+from .requests import AppendItem, PutItem, ReadItems, Request, execute, execute_async
 from .step import current_step
-from .store_io import blocking_io, execute_on
-from .stream_index import indexed, kind_of
 from .tasks import join
-from .timers import seconds_of
 
 PAGE = 500
 """Items a reader or a writer's first look reads per request."""
-ENDED = ("completed", "failed", "cancelled")
+INDEX = "streams"
+"""The kind of the run's index of streams: one item per stream, keyed by its name
+(``runs.stream_index`` reads it)."""
 
 
 class StreamReset(NamedTuple):
@@ -79,6 +67,16 @@ class StreamReset(NamedTuple):
 
     since: int
     call: str
+
+
+def kind_of(name: str) -> str:
+    """The item kind of stream ``name``'s entries."""
+    return "stream:" + check_name(name, "stream name")
+
+
+def indexed(run_id: str, name: str) -> PutItem:
+    """The index entry ``write_stream`` puts before a stream's first entry."""
+    return PutItem(run_id, INDEX, name, {"opened_at": time.time()})
 
 
 # -- writing, inside a step ----------------------------------------------------------------
@@ -154,7 +152,7 @@ def _write(journal: Journal, name: str, body: dict[str, Any]) -> Generator[Reque
         )
     journal.check()
     try:
-        if written.next == 0:  # listed before its first entry (runner.stream_index)
+        if written.next == 0:  # listed before its first entry (runs.stream_index reads it)
             yield indexed(run_id, name)
         if "call" in body:
             seen = written.calls.get(body["call"])
@@ -221,129 +219,3 @@ def close_stream(name: str) -> None:
 async def close_stream_async(name: str) -> None:
     """``close_stream`` for steps run by ``run_async()``."""
     await _written_async(_journal("close_stream_async"), name, {"closed": True})
-
-
-# -- reading, outside ----------------------------------------------------------------------
-
-
-class _Reader:
-    """One reader's position and pace; ``poll`` is a program of one round."""
-
-    def __init__(
-        self,
-        run_id: str,
-        name: str,
-        *,
-        after: int | None,
-        follow: bool,
-        interval: float,
-        max_interval: float,
-        timeout: float | None,
-    ) -> None:
-        self.run_id, self.kind, self.follow = check_run_id(run_id), kind_of(name), follow
-        if after is not None and (type(after) is not int or after < -1):
-            raise ValueError(f"read_stream(after=...) must be an offset (int >= -1), not {after!r}")
-        self.after = None if after is None or after < 0 else offset_key(after)
-        self.interval = seconds_of(interval, "read_stream(interval=...)") or 0.001
-        self.max_interval = max(self.interval, seconds_of(max_interval, "max_interval"))
-        self.pause = self.interval
-        self.timeout = None if timeout is None else seconds_of(timeout, "timeout")
-        self.deadline = None if self.timeout is None else now() + self.timeout
-        self.done = False
-
-    def poll(self) -> Generator[Request, Any, list[tuple[int, Any]]]:
-        """The entries that came since the last round (paused first when none did)."""
-        items: list[Item] = yield ReadItems(self.run_id, self.kind, self.after, PAGE)
-        if items:
-            self.pause = self.interval
-            if self.timeout is not None:
-                self.deadline = now() + self.timeout
-            return self._entries(items)
-        if not self.follow:
-            self.done = True
-            return []
-        info: RunInfo | None = yield Info(self.run_id)
-        if info is None:
-            raise not_found(self.run_id, "it has no stream to read (start it first)")
-        if info.status in ENDED:  # what was written before it ended, then no more
-            items = yield ReadItems(self.run_id, self.kind, self.after, PAGE)
-            self.done = len(items) < PAGE
-            return self._entries(items)
-        if self.deadline is not None and now() >= self.deadline:
-            raise TimeoutError(
-                f"run {self.run_id!r}: nothing new on its {self.kind} within the timeout (the "
-                f"run is {info.status}); read again from your last offset"
-            )
-        yield Sleep(self.pause)
-        self.pause = min(self.pause * 2, self.max_interval)
-        return []
-
-    def _entries(self, items: list[Item]) -> list[tuple[int, Any]]:
-        entries: list[tuple[int, Any]] = []
-        for item in items:
-            self.after = item.key
-            value = item.value if isinstance(item.value, dict) else {}
-            if value.get("closed") is True:
-                self.done = True
-                break
-            if "reset" in value:
-                entries.append((int(item.key), StreamReset(value["reset"], value["call"])))
-            else:
-                entries.append((int(item.key), value.get("chunk")))
-        return entries
-
-
-def read_stream(
-    store: Store,
-    run_id: str,
-    name: str,
-    *,
-    after: int | None = None,
-    follow: bool = True,
-    interval: float = 0.05,
-    max_interval: float = 1.0,
-    timeout: float | None = None,
-) -> Iterator[tuple[int, Any]]:
-    """``(offset, chunk)`` of the run's stream ``name`` after offset ``after`` (from the
-    start with None), following it live until it is closed or the run ends -- or, with
-    ``follow=False``, what is there now. A ``StreamReset`` entry marks the chunks of an
-    interrupted call (see the top). ``timeout``: seconds without a new entry before
-    ``TimeoutError``. ``RunNotFoundError`` when the run does not exist."""
-    reader = _Reader(
-        run_id,
-        name,
-        after=after,
-        follow=follow,
-        interval=interval,
-        max_interval=max_interval,
-        timeout=timeout,
-    )
-    do = blocking_io(store)
-    while not reader.done:
-        yield from execute(reader.poll(), do)
-
-
-async def read_stream_async(
-    store: AsyncStore,
-    run_id: str,
-    name: str,
-    *,
-    after: int | None = None,
-    follow: bool = True,
-    interval: float = 0.05,
-    max_interval: float = 1.0,
-    timeout: float | None = None,
-) -> AsyncIterator[tuple[int, Any]]:
-    """``read_stream`` for async stores (an async iterator)."""
-    reader = _Reader(
-        run_id,
-        name,
-        after=after,
-        follow=follow,
-        interval=interval,
-        max_interval=max_interval,
-        timeout=timeout,
-    )
-    while not reader.done:
-        for entry in await execute_on(reader.poll(), store):
-            yield entry

@@ -1,4 +1,4 @@
-"""Versions of a workflow's code, and the runs pinned to them (issue 33 item 4).
+"""Versions of a workflow's code, and the runs pinned to them.
 
 Design. ``Workflow(name, steps, version="2026-12")`` names the version of its code. A
 run is *pinned* to the version it began on (``Checkpoint.version``): ``Workflow.start``

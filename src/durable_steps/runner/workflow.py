@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..seam.checkpoint import Checkpoint
+from ..seam.checkpoint import Checkpoint, Placement
 from ..seam.errors import ConflictError, StepMismatchError
 from ..seam.rules import check_name, check_run_id
 from ..seam.state import freeze, frozen_state
@@ -51,12 +51,12 @@ class Workflow:
     every time, by the OOM killer say -- stops there rather than loop forever through
     the workers. 10 by default (``claim.MAX_ATTEMPTS`` says why); a step's ``Retry``
     with more attempts raises it for that step; None: no limit."""
-    # -- lifecycle: versions (issue 33 item 4)
+    # -- lifecycle: versions
     version: str | None = field(default=None, kw_only=True)
     """The version of this code (e.g. ``"2026-12"``): each run is pinned to the version
     it began on, and only code of that version runs it (``versions``)."""
 
-    # -- run deadlines (issue 31 item 7) ---------------------------------------------------
+    # -- run deadlines ---------------------------------------------------------------------
     timeout: float | None = field(default=None, kw_only=True)
     """Seconds from a run's beginning to its deadline: a run not finished by then is
     cancelled (reason ``"deadline"``; ``runner.deadlines``). None: no deadline."""
@@ -85,7 +85,7 @@ class Workflow:
     ) -> dict[str, Any]:
         """``run`` of this workflow; ``input`` is the initial state of a fresh run."""
         _sync_only(store)
-        return drive(self._run(run_id, input, lease, owner, None), store)
+        return drive(self.program(run_id, input, lease, owner, None), store)
 
     async def run_async(
         self,
@@ -98,7 +98,7 @@ class Workflow:
     ) -> dict[str, Any]:
         """``run_async`` of this workflow."""
         _async_only(store)
-        return await drive_async(self._run(run_id, input, lease, owner, None), store)
+        return await drive_async(self.program(run_id, input, lease, owner, None), store)
 
     def start(
         self,
@@ -171,7 +171,7 @@ class Workflow:
             partition,
         )
 
-    def _run(
+    def program(
         self,
         run_id: str,
         input: Mapping[str, Any] | None,
@@ -179,6 +179,11 @@ class Workflow:
         owner: str | None,
         stop: Callable[[], bool] | None,
     ) -> RunProgram:
+        """The program of one run of this workflow, for a driver to carry out: what
+        ``run`` and ``run_async`` drive here, and what the workers drive for a run they
+        took (``owner``: the lease's owner id, None for this process's; ``stop``: asked
+        at each call and step boundary, true when the worker is stopping). Within the
+        package only: applications call ``run``, ``run_async`` or ``start``."""
         return RunProgram(
             run_id,
             self.steps,
@@ -193,13 +198,8 @@ class Workflow:
         )
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a started run waits for a worker: its queue, priority and partition."""
-
-    queue: str | None = None
-    priority: int | None = None
-    partition: str | None = None
+UNPLACED = Placement()
+"""A run of no queue (frozen: one shared default is safe)."""
 
 
 def placement(queue: str | None, priority: int | None, partition: str | None) -> Placement:
@@ -225,7 +225,7 @@ def start_program(
     *,
     version: str | None = None,
     timeout: float | None = None,
-    placed: Placement = Placement(),  # frozen: one shared default is safe
+    placed: Placement = UNPLACED,
 ) -> Generator[Request, Any, bool]:
     """``Workflow.start`` of a workflow known by its name (the CLI's ``runs start``);
     ``version``: the version the run is pinned to (None: its first claim pins it)."""

@@ -8,16 +8,79 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, TypedDict, get_args
 
-STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
-ENDED = ("completed", "cancelled")
+Status = Literal["running", "waiting", "failed", "completed", "cancelled"]
+"""Where a run is: ``running`` (to run, or running), ``waiting`` (for a signal, a
+message, a child or a time), ``failed`` (its step raised past its retries; it can be
+resumed), ``completed`` (final) or ``cancelled``."""
+STATUSES: tuple[Status, ...] = get_args(Status)
+ENDED: tuple[Status, ...] = ("completed", "cancelled")
 """Statuses after which nothing more runs (until a cancelled run is resumed)."""
-EXPIRES = ("completed",)
+EXPIRES: tuple[Status, ...] = ("completed",)
 """What ``finished_ttl`` deletes, on every store alike: a completed run, which is final.
 A cancelled or failed run can be resumed (``resume_run``), so it stays until it is
 deleted or pruned: Cosmos DB's item TTL, once stamped on a run's snapshot, cannot be
 taken back by a resume, and the other stores keep the same rule."""
+
+
+class ErrorRecord(TypedDict):
+    """The last failure of a run's next step, as ``Checkpoint.error`` keeps it."""
+
+    type: str
+    """The exception's class, with its module unless a builtin (``ValueError``)."""
+    message: str
+    step: int
+    attempt: int
+    at: float
+
+
+class ForkedFrom(TypedDict):
+    """Where a run made by ``fork_run`` came from, as ``Checkpoint.forked_from`` keeps it."""
+
+    run: str
+    step: int
+    call: int | None
+    at: float
+
+
+class ResumeRecord(TypedDict):
+    """How a run had ended before a ``resume_run``, one per resume (``Checkpoint.resumed``)."""
+
+    at: float
+    status: Status
+    step: int
+    attempt: int
+    error: ErrorRecord | None
+    cancel_reason: str | None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a run and until when (``Checkpoint.lease``): ``owner`` None is nobody."""
+
+    owner: str | None = None
+    expires: float | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a started run waits for a worker (``Checkpoint.placement``): its queue
+    (``workers.queues``), its priority there (higher first), its partition."""
+
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a run comes from (``Checkpoint.lineage``): the run that started it as a
+    child, the run it was forked from, and the ends it was resumed from."""
+
+    parent: str | None = None
+    forked_from: ForkedFrom | None = None
+    resumed: tuple[ResumeRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,7 +101,7 @@ class Checkpoint:
     """Seconds since the epoch of the last save. A store stamps the current time when
     this is None (the runner always passes None); a given time is kept, so that a
     migration between stores keeps each run's age."""
-    status: str | None = None
+    status: Status | None = None
     """``running``, ``waiting`` (for ``waiting_for`` or until ``wake_at``), ``failed``,
     ``completed`` or ``cancelled``.
     None: derived from ``done``. When given, it wins and ``done`` follows it."""
@@ -51,8 +114,8 @@ class Checkpoint:
     """Signals delivered to the run: name -> payload. Kept for the run's life."""
     waiting_for: str | None = None
     """The signal a ``waiting`` run waits for."""
-    error: Mapping[str, Any] | None = None
-    """The last failure of the next step: {"type", "message", "step", "attempt", "at"}."""
+    error: ErrorRecord | None = None
+    """The last failure of the next step."""
     first_attempt: int = 1
     """The attempt at which the next step's current round of retries began; a
     ``Retry(attempts=n)`` is used up when ``attempt - first_attempt + 1 == n``."""
@@ -66,30 +129,28 @@ class Checkpoint:
     """When a ``waiting`` run is due: a sleep's wake time, or a signal's deadline."""
     cancel_reason: str | None = None
     """Why a ``cancelled`` run was cancelled, as ``cancel_run`` was told."""
-    # -- fork (issue 33, item 3: runner.fork) --
-    forked_from: Mapping[str, Any] | None = None
-    """A run made by ``fork_run``: ``{"run": source run id, "step": k, "call": n or
-    None, "at": when}``. None: not a fork."""
+    # -- fork (runs.fork) --
+    forked_from: ForkedFrom | None = None
+    """A run made by ``fork_run``: the source run, its step and call. None: not a fork."""
 
-    # -- lifecycle: versions and resume (issue 33 items 2 and 4) ------------------------
+    # -- lifecycle: versions and resume -------------------------------------------------
     version: str | None = None
     """The version of the workflow's code the run runs on (``Workflow(version=)``),
     pinned by its start or first claim, moved only by ``upgrade_run``. None: not
     pinned yet (a run started by name, or before versions existed). See
     ``runner.versions``."""
-    resumed: tuple[Mapping[str, Any], ...] = ()
-    """One record per ``resume_run`` of the run, oldest first: how it had ended --
-    ``{"at", "status", "step", "attempt", "error", "cancel_reason"}`` -- so an earlier
-    failure stays visible after the run is running again. See ``runner.resume``."""
+    resumed: tuple[ResumeRecord, ...] = ()
+    """One record per ``resume_run`` of the run, oldest first: how it had ended, so an
+    earlier failure stays visible after the run is running again. See ``runs.resume``."""
 
-    # -- the mailbox (seam.mailbox, runner.mailbox) --
+    # -- the mailbox (seam.mailbox, runner.mailbox, runs.mailbox) --
     mailbox: Mapping[str, Any] | None = None
     """Messages sent to the run (``send_message``) and not yet consumed, per topic, with
     the idempotency keys it remembers (``seam.mailbox``). None: never sent any."""
     receiving: str | None = None
     """The topic whose next message a ``waiting`` run's ``receive`` waits for."""
 
-    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    # -- run deadlines --------------------------------------------------------------------
     deadline: float | None = None
     """When the run is cancelled if it has not finished (seconds since the epoch; None:
     never): ``Workflow(timeout=)`` or ``start(..., timeout=)``, set when the run begins."""
@@ -103,6 +164,22 @@ class Checkpoint:
     # -- child runs (runner.children) --
     parent: str | None = None
     """The run that started this one with ``start_child``: told when it ends."""
+
+    # -- the fields by concern, read together (the constructor takes them one by one) --
+    @property
+    def lease(self) -> Lease:
+        """``owner`` and ``lease_expires``."""
+        return Lease(self.owner, self.lease_expires)
+
+    @property
+    def placement(self) -> Placement:
+        """``queue``, ``priority`` and ``partition``."""
+        return Placement(self.queue, self.priority, self.partition)
+
+    @property
+    def lineage(self) -> Lineage:
+        """``parent``, ``forked_from`` and ``resumed``."""
+        return Lineage(self.parent, self.forked_from, self.resumed)
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
@@ -173,7 +250,7 @@ class RunInfo:
     etag: str | None
     error: str | None = field(default=None)
     """Set when the stored checkpoint cannot be read; the other fields are then best effort."""
-    status: str | None = None
+    status: Status | None = None
     """As in Checkpoint; None for an unreadable checkpoint."""
     workflow: str | None = None
     lease_expires: float | None = None
@@ -182,10 +259,10 @@ class RunInfo:
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
-    # -- lifecycle: versions (issue 33 item 4)
+    # -- lifecycle: versions
     version: str | None = None
     """The version of the workflow's code the run is pinned to (None: not pinned)."""
-    # -- run deadlines (issue 31 item 7) --------------------------------------------------
+    # -- run deadlines --------------------------------------------------------------------
     deadline: float | None = None
     """When the run is cancelled if it has not finished (None: never)."""
     # -- queues (workers.queues) --

@@ -12,7 +12,7 @@ module reads today's schema only:
   branches are keyed by scope and index, which a version that numbered calls across
   the step would mix up, so it refuses them. Version 0.1 refuses schemas from 3 on
   ("upgrade").
-- 4, optional fields (absent meaning none): ``forked_from`` (a fork's source, issue 33).
+- 4, optional fields (absent meaning none): ``forked_from`` (a fork's source).
 - 4, optional fields: ``mailbox`` and ``receiving`` (``seam.mailbox``).
 - 4, optional fields: ``queue``, ``priority``, ``partition`` (``workers.queues``);
   ``parent`` (``runner.children``).
@@ -100,7 +100,7 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         "trace": cp.trace,
         "wake_at": cp.wake_at,
         "cancel_reason": cp.cancel_reason,
-        # fork (issue 33): optional in schema 4, absent meaning "not a fork"
+        # fork: optional in schema 4, absent meaning "not a fork"
         "forked_from": None if cp.forked_from is None else dict(cp.forked_from),
         "updated_at": cp.updated_at or time.time(),
         "signals": cp.signals,
@@ -111,7 +111,7 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         # child runs (runner.children): optional in schema 4, absent meaning none
         "parent": cp.parent,
     }
-    # -- lifecycle: versions and resume (issue 33); absent in earlier documents: none
+    # -- lifecycle: versions and resume; absent in earlier documents: none
     doc["version"] = cp.version
     doc["resumed"] = [dict(r) for r in cp.resumed] or None
     # -- the mailbox (seam.mailbox): written only when there is one, so that runs
@@ -122,7 +122,7 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         doc["mailbox"] = cp.mailbox
     if cp.receiving is not None:
         doc["receiving"] = cp.receiving
-    # -- run deadlines (issue 31 item 7): written when set, absent meaning none ---------
+    # -- run deadlines: written when set, absent meaning none ---------------------------
     if cp.deadline is not None:
         doc["deadline"] = cp.deadline
     return doc
@@ -267,13 +267,13 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "cancel_reason": _opt(doc, "cancel_reason", str),
         "calls": _calls(doc.get("calls")),
         "forked_from": _opt(doc, "forked_from", dict),
-        # -- lifecycle: versions and resume (issue 33)
+        # -- lifecycle: versions and resume
         "version": _opt(doc, "version", str),
         "resumed": _resumed(doc.get("resumed")),
         # the mailbox (seam.mailbox)
         "mailbox": mailbox.read(doc.get("mailbox")),
         "receiving": _opt(doc, "receiving", str),
-        "deadline": _opt(doc, "deadline", int | float),  # run deadlines (issue 31 item 7)
+        "deadline": _opt(doc, "deadline", int | float),  # run deadlines
         # queues (workers.queues)
         "queue": _opt(doc, "queue", str),
         "priority": _opt(doc, "priority", int),
@@ -283,7 +283,7 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resumed(records: object) -> tuple[dict[str, Any], ...]:
-    """The records of a run's resumptions (``runner.resume``): a list of objects."""
+    """The records of a run's resumptions (``runs.resume``): a list of objects."""
     if records is None:
         return ()
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):

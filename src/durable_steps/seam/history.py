@@ -1,4 +1,4 @@
-"""History: each completed step of a run as its store keeps it (issue 33, item 1).
+"""History: each completed step of a run as its store keeps it.
 
 What is kept is a setting of the *store* -- ``history="steps"`` (the default: every
 completed step), ``"none"`` (only the latest checkpoint, as before) or
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint import Checkpoint, evolve
+from .checkpoint import Checkpoint
 from .errors import ConfigurationError, StepNotKeptError
 
 MODES = ("steps", "none")
@@ -196,7 +196,3 @@ def checkpoint_at(
         trace=fields.get("trace"),
         calls=tuple(calls),
     )
-
-
-def with_calls(cp: Checkpoint, calls: Iterable[Any]) -> Checkpoint:
-    return evolve(cp, calls=tuple(calls))

@@ -1,6 +1,7 @@
 """Per-run items: small records kept beside a run's checkpoint, in its own space.
 
-Streams and published events (``runner.streams``, ``runner.events``) are stored as
+Streams and published events (written by ``runner.streams``, ``runner.events``; read by
+``runs.streams``, ``runs.events``) are stored as
 *items* of a run -- and the mailbox, history and queue slots may use the same
 mechanism -- so a backend implements it once (``Store.append_item``, ``put_item``,
 ``read_items``; and their async twins):
@@ -36,7 +37,6 @@ from .state import check_json
 MAX_ITEM_BYTES = 256 * 1024
 """The largest item value (compact JSON): far under Cosmos DB's 2 MB item limit even
 with every character escaped, so an item that one store keeps every store keeps."""
-MAX_KEY = 255
 OFFSET_DIGITS = 12
 
 

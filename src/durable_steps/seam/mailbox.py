@@ -1,6 +1,6 @@
 """A run's mailbox as its checkpoint keeps it: messages sent and not yet consumed, per topic.
 
-``send_message`` (``runner.mailbox``) adds a message to a run; ``receive`` inside a step
+``send_message`` (``runs.mailbox``) adds a message to a run; ``receive`` inside a step
 takes the next one of its topic, durably. This module is the stored form and the pure
 functions over it, shared by the runner (its saves merge what senders added meanwhile)
 and by every store (the mailbox is one more field of the head).

@@ -28,7 +28,7 @@ class RunFilter:
     updated_before: float | None = None
     due_before: float | None = None
     limit: int | None = None
-    # -- lifecycle: versions (issue 33 item 4)
+    # -- lifecycle: versions
     versions: tuple[str | None, ...] | None = None
     """Runs pinned to one of these versions (None among them: runs pinned to none);
     None: any version. ``list_runs(version=V)`` asks for ``(V,)``; a worker for the

@@ -10,7 +10,7 @@ each method written once, here.
 - ``delete``, ``list_runs`` (filters as one ``RunFilter``, applied by the backend,
   results streamed, no state read), ``run_info`` (one run's metadata).
 - ``prune_orphans``: data that no run refers to any more (a crashed save's leftovers).
-- ``run_history`` / ``load_at`` (issue 33): the completed steps a store keeps, and the
+- ``run_history`` / ``load_at``: the completed steps a store keeps, and the
   checkpoint after one of them (``seam.history``); ``delete_expired``: runs completed
   longer than the store's ``finished_ttl`` ago (a store without item TTL).
 - ``append_item`` / ``put_item`` / ``read_items``: a run's per-run items (streams,
@@ -58,7 +58,7 @@ class Store(ABC):
     ``seam.encoded``); None: plain. A tool that only shows runs may put a
     ``codec.Shown`` here, to show what it cannot decrypt as such instead of failing."""
     finished_ttl: int | None = None
-    """Seconds after a run ended when it goes (retention, issue 33); None: kept."""
+    """Seconds after a run ended when it goes (retention); None: kept."""
 
     @abstractmethod
     def load(self, run_id: str) -> Checkpoint | None:
@@ -122,7 +122,7 @@ class Store(ABC):
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it, or ``None``: its metadata, not its state."""
 
-    # -- discovery: the runs a worker may take (issue 31 item 3) ------------------------
+    # -- discovery: the runs a worker may take ------------------------------------------
 
     def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
         """The runs of ``workflows`` a worker may take at ``at`` (epoch seconds):
@@ -140,7 +140,7 @@ class Store(ABC):
         seconds (a crashed save's leftovers); how many items went. Nothing, by default."""
         return 0
 
-    # -- history and retention (issue 33) --------------------------------------------
+    # -- history and retention -------------------------------------------------------
 
     def run_history(self, run_id: str) -> list[StepRecord] | None:
         """The run's completed steps that the store keeps, oldest first (``StepRecord``:
@@ -257,7 +257,7 @@ class AsyncStore(ABC):
         """``Store.prune_orphans``."""
         return 0
 
-    # -- history and retention (issue 33) --------------------------------------------
+    # -- history and retention -------------------------------------------------------
 
     async def run_history(self, run_id: str) -> list[StepRecord] | None:
         """``Store.run_history``."""
@@ -299,7 +299,7 @@ class AsyncStore(ABC):
 
 
 def _v(version: str | None) -> tuple[str | None, ...] | None:
-    """``list_runs(version=)`` as a ``RunFilter``'s versions (lifecycle, issue 33)."""
+    """``list_runs(version=)`` as a ``RunFilter``'s versions (lifecycle)."""
     if version is not None and not isinstance(version, str):
         raise ValueError(f"version must be a str, not {version!r}")
     return None if version is None else (version,)

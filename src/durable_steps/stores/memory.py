@@ -1,7 +1,7 @@
 """MemoryStore (and AsyncMemoryStore, for asyncio): checkpoints in a dict, for tests of
 code that uses durable-steps.
 
-History (issue 33, ``seam.history``): each save that completes a step keeps its stored
+History (``seam.history``): each save that completes a step keeps its stored
 bytes and those of the version before it (whose journal is the step's as it stood
 when it completed) -- objects the store made anyway, kept instead of dropped.
 Retention: ``finished_ttl`` seconds after a run ended, ``delete_expired`` (the worker,
@@ -29,7 +29,9 @@ from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
 from ..seam.state import delta_since
-from ..seam.store import Store, ThreadedStore
+from ..seam.store import AsyncStore, Store, ThreadedStore
+from .registry import Backend, Opening
+from .variables import retention
 
 
 class MemoryStore(Store):
@@ -55,7 +57,7 @@ class MemoryStore(Store):
         self._runs: dict[str, bytes] = {}  # stored as JSON, so nothing is ever aliased
         self._etags: dict[str, tuple[str, bytes]] = {}  # etag of the bytes saved
         self._lock = threading.Lock()
-        # -- history (issue 33): per run, each completed step's entry, its version's
+        # -- history: per run, each completed step's entry, its version's
         # bytes and the version's before it; and the last saved (step, attempt).
         self._kept: dict[str, list[tuple[StepRecord, bytes, bytes | None]]] = {}
         self._last: dict[str, tuple[int, int]] = {}
@@ -85,7 +87,7 @@ class MemoryStore(Store):
             self._note(checkpoint, doc, before, state)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
 
-    # -- history (issue 33) -----------------------------------------------------------
+    # -- history ----------------------------------------------------------------------
 
     def _note(
         self, cp: Checkpoint, doc: dict[str, Any], before: bytes | None, state: bytes
@@ -266,3 +268,26 @@ class AsyncMemoryStore(ThreadedStore[MemoryStore]):
             codec=codec,
         )
         super().__init__(store, threads=False)
+
+
+# -- the backend, as the registry knows it: ``memory:`` (``DURABLE_STORE=memory``) --------
+
+
+def open_store(o: Opening) -> Store:
+    """A new, empty ``MemoryStore``."""
+    return MemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **retention(o.env))
+
+
+def open_async_store(o: Opening) -> AsyncStore:
+    """A new, empty ``AsyncMemoryStore``."""
+    kept = retention(o.env)
+    return AsyncMemoryStore(max_state_bytes=o.max_state_bytes, codec=o.codec, **kept)
+
+
+BACKEND = Backend(
+    "memory",
+    open_store,
+    open_async_store,
+    url_from_env=lambda env: "memory:",
+    describe=lambda o: {},
+)

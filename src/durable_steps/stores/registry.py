@@ -6,28 +6,29 @@
     cosmos+https://HOST:PORT/DB/CONTAINER  CosmosStore at another endpoint (an emulator)
     cosmos+http://HOST:PORT/DB/CONTAINER   the same over HTTP (the local protocol server)
 
-What a URL does not say -- a Cosmos DB key (absent: Entra ID), TLS checks, creating a
-database, the state size limit, the codec -- comes from the environment, read by
-``stores.config`` alone, which also maps the variables (``DURABLE_STORE=file`` and
-``DURABLE_FILE_PATH``, ``DURABLE_STORE=cosmos`` and ``COSMOS_*``) onto such a URL;
-``DURABLE_STORE`` may be a URL too.
-
-A backend is a ``Backend``: its scheme and how it opens a blocking and an async store
-from an ``Opening`` (the URL, the environment, whether it may create the store). The
-built-in ones are here; a package adds one through the entry point group
-``durable_steps.stores`` (``sqlite = "durable_sqlite:BACKEND"``), and ``store_for``,
-``store_from_env``, the command line and the pytest plugin (``--durable-backends=sqlite``,
-with the backend's ``fresh``) all find it there. The Cosmos DB stores are imported only
-when asked for: ``import durable_steps`` imports no Azure code.
+The registry owns the backends. A backend is a ``Backend``, exported by its own module:
+its scheme, how it opens a blocking and an async store from an ``Opening`` (the URL,
+the environment, whether it may create the store), and, if it has any, the variables
+``DURABLE_STORE=SCHEME`` reads for it (``url_from_env``: ``DURABLE_FILE_PATH``,
+``COSMOS_*``) and what ``doctor`` shows of it (``describe``). The built-in ones are
+listed here as ``"module:attr"`` strings, imported when first asked for, exactly as
+the entry point group ``durable_steps.stores`` lists a package's
+(``sqlite = "durable_sqlite:BACKEND"``); ``store_for``, ``store_from_env``, the command
+line and the pytest plugin (``--durable-backends=sqlite``, with the backend's
+``fresh``) all find both here. So the Cosmos DB stores are imported only when asked
+for (``import durable_steps`` imports no Azure code), and the registry imports no
+backend: each backend imports the registry for ``Backend`` and ``Opening``, never the
+other way round. ``stores.config`` only turns the environment into an opening.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from typing import Any
 
 from ..seam.codec import Codec
 from ..seam.errors import ConfigurationError
@@ -75,6 +76,34 @@ class Backend:
     write_raw: Callable[[Store | AsyncStore, str, object], None] | None = None
     """For tests: store ``doc`` (a JSON value, or bytes) as run ``run_id``'s checkpoint
     as it is, bypassing every check -- how the contract suite tests damaged ones."""
+    url_from_env: Callable[[Mapping[str, str]], str] | None = None
+    """The store URL ``DURABLE_STORE=SCHEME`` means, from the backend's own variables
+    (None: the backend is named by a URL only)."""
+    location_variable: str | None = None
+    """The variable that names where the store is, if one does (``DURABLE_FILE_PATH``):
+    messages about a store not found say it named the place."""
+    describe: Callable[[Opening], dict[str, Any]] | None = None
+    """What ``doctor`` shows of the configuration beside the backend's name (never a
+    key)."""
+
+
+def opened_by(
+    open_: Callable[[Opening, bool], Store | AsyncStore],
+) -> tuple[Callable[[Opening], Store], Callable[[Opening], AsyncStore]]:
+    """``Backend``'s ``open`` and ``open_async`` from one function that opens either kind
+    (its second argument: async), for a backend whose two differ only in the class."""
+
+    def open_store(o: Opening) -> Store:
+        store = open_(o, False)
+        assert isinstance(store, Store)
+        return store
+
+    def open_async_store(o: Opening) -> AsyncStore:
+        store = open_(o, True)
+        assert isinstance(store, AsyncStore)
+        return store
+
+    return open_store, open_async_store
 
 
 def scheme_of(url: str) -> str:
@@ -82,50 +111,15 @@ def scheme_of(url: str) -> str:
     return scheme.split("+", 1)[0]
 
 
-# -- the built-in backends (opened by ``config``, which reads what URLs do not say) --------
+# -- the built-in backends, imported when first asked for ---------------------------------
 
 
-def _built_in(scheme: str) -> Backend:
-    def open_(o: Opening) -> Store:
-        from . import config
-
-        store: Store = getattr(config, f"open_{scheme}")(o, False)
-        return store
-
-    def open_async(o: Opening) -> AsyncStore:
-        from . import config
-
-        store: AsyncStore = getattr(config, f"open_{scheme}")(o, True)
-        return store
-
-    return Backend(scheme, open_, open_async)
-
-
-def cosmos_location(url: str) -> tuple[str, str, str]:
-    """``(endpoint, database, container)`` of a ``cosmos://`` URL."""
-    parts = urlsplit(url)
-    names_ = [unquote(p) for p in parts.path.split("/") if p]
-    if not parts.netloc or len(names_) != 2:
-        raise ConfigurationError(
-            f"{url!r} is not a Cosmos DB store: use cosmos://ACCOUNT/DATABASE/CONTAINER, or "
-            "cosmos+https://HOST:PORT/DATABASE/CONTAINER (cosmos+http:// for a local server)",
-            variable="DURABLE_STORE",
-        )
-    scheme = parts.scheme.lower()
-    if scheme == "cosmos":
-        endpoint = f"https://{parts.netloc}.documents.azure.com:443/"
-    elif scheme in ("cosmos+https", "cosmos+http"):
-        endpoint = f"{scheme.removeprefix('cosmos+')}://{parts.netloc}/"
-    else:
-        raise ConfigurationError(
-            f"{url!r}: {parts.scheme!r} is not a Cosmos DB scheme (cosmos, cosmos+https, "
-            "cosmos+http)",
-            variable="DURABLE_STORE",
-        )
-    return endpoint, names_[0], names_[1]
-
-
-BUILT_IN = {scheme: _built_in(scheme) for scheme in ("file", "memory", "cosmos")}
+BUILT_IN: dict[str, str] = {
+    "file": "durable_steps.stores.file.backend:BACKEND",
+    "memory": "durable_steps.stores.memory:BACKEND",
+    "cosmos": "durable_steps.stores.cosmos.backend:BACKEND",
+}
+"""Each built-in scheme and where its ``Backend`` is, as an entry point names it."""
 
 
 def names() -> list[str]:
@@ -140,7 +134,7 @@ def backend_for(url: str) -> Backend:
     naming the known schemes."""
     scheme = scheme_of(url)
     if scheme in BUILT_IN:
-        return BUILT_IN[scheme]
+        return _built_in(scheme)
     for entry in importlib.metadata.entry_points(group=GROUP, name=scheme):
         return _load(entry)
     raise ConfigurationError(
@@ -148,6 +142,14 @@ def backend_for(url: str) -> Backend:
         f"package adds one through the entry point group {GROUP})",
         variable="DURABLE_STORE",
     )
+
+
+def _built_in(scheme: str) -> Backend:
+    module, _, attr = BUILT_IN[scheme].partition(":")
+    backend = getattr(importlib.import_module(module), attr)
+    if not isinstance(backend, Backend) or backend.scheme != scheme:
+        raise TypeError(f"{BUILT_IN[scheme]} is not the Backend of scheme {scheme!r}")
+    return backend
 
 
 def _load(entry: importlib.metadata.EntryPoint) -> Backend:

@@ -1,4 +1,4 @@
-"""Discovery: which runs a worker's look takes (issue 31 item 3).
+"""Discovery: which runs a worker's look takes.
 
 A look asks the store for the runs a worker could take now (``Store.takeable``):
 running runs whose lease is absent or expired, waiting runs whose timer or signal
@@ -44,7 +44,7 @@ class Look:
     ) -> None:
         self.store, self.known, self.owner, self.lease = store, known, owner, lease
         self.first = True
-        self.expiry = Expiry(store)  # retention (issue 33): finished_ttl on stores without TTL
+        self.expiry = Expiry(store)  # retention: finished_ttl on stores without TTL
 
     def served(self, info: RunInfo) -> str | None:
         """The run's workflow if this worker serves it: a known name, and the version

@@ -8,7 +8,7 @@ that are due (``discovery``: the store filters them) -- start each, at most
 ``--concurrency`` at a time -- async workflows as tasks on the worker's event loop,
 sync ones in threads (``fleet``) -- and print one line per run when it ends; then rest
 until the next look, timed so that a run started at any moment is picked up within
-``--interval`` while a slot is free (``rest_after``; runs in progress do not delay
+``--interval`` while a slot is free (``fleet.rest_after``; runs in progress do not delay
 it), or less when a sleeping run's wake time (or a signal's deadline) comes sooner:
 a timer is resumed at its time. ``--once`` makes one pass (every candidate,
 ``--concurrency`` at a time) and exits.
@@ -110,21 +110,6 @@ def serve(
         stop=stop or threading.Event(),
         astore=astore,
     )
-
-
-def rest_after(look: float, claim: float, interval: float) -> float:
-    """How long to rest after a look that took ``look`` seconds, so that a started run
-    is picked up within ``interval``. A run started just after a look began is missed
-    by it: it waits for that look to end, the rest, the next look's listing (which
-    costs about what this one did) and its claim (about what the last one did) -- so
-    the rest is the interval less two looks and a claim. A store too big for that
-    (a look over a third of the interval) gets a rest as long as a look, so that
-    listing it takes at most half of the worker's time. And a worker never looks more
-    than about four times an interval: when claims are slow (a loaded machine, a busy
-    event loop: the last claim waited behind hundreds of runs), looking again at once
-    cannot make the next claim faster -- it only loads the store (measured: 130
-    looks a second against cosmos-local, which then served the runs slower still)."""
-    return max(interval - 2 * look - claim, look, interval / 4)
 
 
 def on_signals(stop: threading.Event, echo: Callable[[str], None]) -> None:

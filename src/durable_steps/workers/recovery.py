@@ -96,7 +96,7 @@ async def recover_async(
                 if not await execute_on(admission.program(info, known[name]), store):
                     continue
                 pick.taken += 1
-                r = known[name]._run(info.run_id, None, lease, owner, None)
+                r = known[name].program(info.run_id, None, lease, owner, None)
                 try:
                     await drive_async(r, store)
                 except BaseException as exc:
@@ -147,7 +147,7 @@ def recover_one(
 ) -> Recovered:
     """Resume one run of ``w``; what happened, as a ``Recovered``."""
     try:
-        drive(w._run(run_id, None, lease, owner, stop), store)
+        drive(w.program(run_id, None, lease, owner, stop), store)
     except BaseException as exc:
         return outcome_of(run_id, w.name, exc)
     return Recovered(run_id, w.name, "completed")
@@ -164,7 +164,7 @@ async def recover_one_async(
 ) -> Recovered:
     """``recover_one`` under ``run_async``: a task on the worker's event loop."""
     try:
-        await drive_async(w._run(run_id, None, lease, owner, stop), store)
+        await drive_async(w.program(run_id, None, lease, owner, stop), store)
     except BaseException as exc:
         return outcome_of(run_id, w.name, exc)
     return Recovered(run_id, w.name, "completed")

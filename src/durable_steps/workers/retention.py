@@ -1,4 +1,4 @@
-"""Retention in the worker (issue 33, item 5): runs completed more than the store's
+"""Retention in the worker: runs completed more than the store's
 ``finished_ttl`` ago are deleted with everything of them (history, segments or records;
 streams when they come, through the store's ``delete``).
 
@@ -7,7 +7,7 @@ what they leave once the head is gone: streams, events, kept history); the file
 and memory stores have no such service, so the worker asks them (``Store.delete_expired``)
 once per ``EVERY`` seconds of its loop, and once per ``--once`` pass; ``durable-steps
 runs prune`` does the same from a shell or a cron job. A pass costs what became due
-since the last one, not the runs the store keeps (issue 31 item 3): both stores keep an
+since the last one, not the runs the store keeps: both stores keep an
 index of runs by when they expire, written by the save that ends a run
 (``stores.cosmos.expiry``, ``stores.file.expiry``). A failure is logged, never stops
 the worker: the next pass tries again.

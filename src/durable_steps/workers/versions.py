@@ -1,5 +1,5 @@
 """Which of its code's workflows a worker serves: ``durable-steps worker --version V``
-(issue 33 item 4; ``runner.versions`` has the design of versions).
+(``runner.versions`` has the design of versions).
 
 A worker serves the versions of the ``Workflow``s it loads (MODULE:ATTR) by default.
 ``--version`` (repeatable) narrows that to the named versions, so one image that

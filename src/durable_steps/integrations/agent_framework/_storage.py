@@ -1,6 +1,6 @@
 """``DurableCheckpointStorage``: Agent Framework's ``CheckpointStorage`` on our stores.
 
-Design (issue 35, item 1).
+Design.
 
 *A chain is a run.* Agent Framework saves one ``WorkflowCheckpoint`` per superstep,
 each naming the one before (``previous_checkpoint_id``): a workflow run's checkpoints
@@ -28,7 +28,7 @@ chain of its own, whole.
 
 *Older checkpoints load from history.* The latest checkpoint of a chain is its run's
 state; an older one is the state after its step, read through the store's history
-(``Store.load_at``, issue 33) where the store keeps it.
+(``Store.load_at``) where the store keeps it.
 
 *Listing is bounded.* ``list_checkpoint_ids`` / ``get_latest`` / ``list_checkpoints``
 list the workflow's chains with our filtered listing (``list_runs(workflow=...)``: one
@@ -234,7 +234,7 @@ class DurableCheckpointStorage:
         return from_parts(state, self._values, WorkflowCheckpoint)  # type: ignore[no-any-return]
 
     async def _older(self, run_id: str, step: int) -> Any:
-        """The state after an earlier step of the chain: the store's history (issue 33)."""
+        """The state after an earlier step of the chain: the store's history."""
         older = await self.store.load_at(run_id, step)
         if older is None:
             raise WorkflowCheckpointException(f"the chain {run_id!r} is gone")

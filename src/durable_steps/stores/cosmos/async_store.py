@@ -68,7 +68,7 @@ class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncSto
             max_state_bytes=max_state_bytes,
             codec=codec,
         )
-        # History (issue 33), "steps" by default as on every store: a save that completes
+        # History, "steps" by default as on every store: a save that completes
         # a step writes its update as a segment, then the head -- two requests, not the
         # one of data inline in the head (``history``; "none" keeps that).
         self._items.history = self.history = keep(history, keep_last)

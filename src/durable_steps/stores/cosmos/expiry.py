@@ -1,5 +1,5 @@
-"""What an expired run leaves behind on Cosmos DB, removed (issue 32 item 1, issue 33
-item 5), at a cost per pass that does not grow with the store (issue 31 item 3):
+"""What an expired run leaves behind on Cosmos DB, removed (its streams, events and kept
+history), at a cost per pass that does not grow with the store:
 ``delete_expired`` as a program of SDK calls (``programs``), and the expiry index it
 reads.
 
@@ -150,7 +150,7 @@ class Expiry(CosmosPrograms):
             return 0
         if self.partition_key is None:
             yield OPEN
-        if self._legacy:  # one item per run, expired whole by its ttl
+        if not self.layout.segmented:  # one item per run, expired whole by its ttl
             return 0
         at = time.time() if now is None else now
         try:

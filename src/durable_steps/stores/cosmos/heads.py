@@ -27,7 +27,7 @@ from ...seam.errors import corrupt_error
 from ...seam.rules import check_run_id, head_etag
 from . import segments
 from .items import Known, as_stored
-from .plan import SavePlan, plan_head
+from .plan import SavePlan
 from .programs import OPEN, Program
 from .saves import Saves
 from .sdk import conflict
@@ -95,7 +95,7 @@ class HeadPrograms(Saves):
             known = Known(
                 "", {}, 0, segments.sizes_of(data), chain, segments.fold_of(data), _until(data)
             )
-        return plan_head(self._items, cp, doc, known, data, legacy=self._legacy)
+        return self.layout.plan_head(self._items, cp, doc, known, data)
 
     def _version(self, cp: Checkpoint) -> Program[dict[str, Any]]:
         """The stored head, which must be the version at ``cp.etag``: else the save is a

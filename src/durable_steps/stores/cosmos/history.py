@@ -1,4 +1,4 @@
-"""A Cosmos DB run's history (issue 33): its segments, kept, read back as programs.
+"""A Cosmos DB run's history: its segments, kept, read back as programs.
 
 Each save's update is a delta segment already (``segments``). With history on (the
 store's ``history="steps"``, the default; ``seam.history``) ``plan`` keeps them: the

@@ -97,7 +97,7 @@ class Items:
     def __init__(self, escaped: bool, finished_ttl: int | None) -> None:
         self.escaped, self.finished_ttl = escaped, finished_ttl
         self.history = Keep()
-        """What history the store keeps (issue 33: ``plan``, ``history``)."""
+        """What history the store keeps (``plan``, ``history``)."""
         self.patch = True
         self.measure = Measure(self.dump, self.length)  # reads ``escaped`` when it measures
         self._known: dict[str, Known] = {}

@@ -80,7 +80,7 @@ def query_for(filters: RunFilter) -> Listing:
     if updated_before is not None:
         parameters.append({"name": "@before", "value": updated_before})
         where.append("(NOT IS_NUMBER(c.updated_at) OR c.updated_at < @before)")
-    if filters.versions is not None:  # lifecycle (issue 33): runs of these versions
+    if filters.versions is not None:  # lifecycle: runs of these versions
         where.append(_versions_clause(filters.versions, parameters))
     top = ""
     if limit is not None:
@@ -110,7 +110,7 @@ def takeable_query(workflows: Sequence[str], at: float) -> Listing:
     ``at``, waiting heads due by ``at``. The range filters on ``status``, ``workflow``,
     ``lease_expires`` and ``wake_at`` are served by the container's index (infra/
     indexes every path but the state's), so the rows read and sent are the runs to take,
-    not the runs live workers hold (issue 31 item 3)."""
+    not the runs live workers hold."""
     parameters: list[dict[str, Any]] = [{"name": "@at", "value": at}]
     names = []
     for i, workflow in enumerate(workflows):
@@ -124,7 +124,7 @@ def takeable_query(workflows: Sequence[str], at: float) -> Listing:
         f"AND c.workflow IN ({', '.join(names)}) AND ("
         "(c.status = 'running' AND (NOT IS_NUMBER(c.lease_expires) OR c.lease_expires <= @at))"
         " OR (c.status = 'waiting' AND IS_NUMBER(c.wake_at) AND c.wake_at <= @at)"
-        # run deadlines (issue 31 item 7): a run past its deadline, to be cancelled
+        # run deadlines: a run past its deadline, to be cancelled
         " OR ((c.status = 'running' OR c.status = 'waiting') AND IS_NUMBER(c.deadline)"
         " AND c.deadline <= @at))"
     )

@@ -1,8 +1,9 @@
 """What one save sends, decided before any I/O: the segments to create first, the
 head to write last (the commit), and the superseded segments to delete after.
 
-``plan`` applies the rules of ``segments`` (the ``/run`` layout) and of the earlier
-``/id`` layout (the whole checkpoint in one item, up to Cosmos DB's 2 MB). Both
+``head_and_segments`` applies the rules of ``segments`` (the ``/run`` layout),
+``whole_item`` those of the earlier ``/id`` layout (the whole checkpoint in one item, up
+to Cosmos DB's 2 MB); ``layouts`` chooses between them. Both
 check the state limit first (``check_size``, from sizes that ``seam.delta`` keeps
 exact without encoding the state), so a state over it sends nothing.
 """
@@ -25,13 +26,13 @@ from ...seam.state import delta_since
 from . import segments
 from .items import Items, Known, Write
 
-_LEGACY_TOO_LARGE = (
+LEGACY_TOO_LARGE = (
     "This container has the earlier layout (partition key /id: the whole state in one "
     "item); a container with partition key /run stores states of any size up to "
     "DURABLE_MAX_STATE_BYTES: create one (infra/) and move the runs with 'durable-steps "
     "migrate --from cosmos --to cosmos:NEWCONTAINER'"
 )
-_HEAD_TOO_LARGE = (
+HEAD_TOO_LARGE = (
     "The run's head holds its step names, signals and last error: keep large payloads "
     "out of signals (a URL instead)"
 )
@@ -49,7 +50,7 @@ class SavePlan:
     known: Known
     """What the store holds once the head lands (its etag is filled in then)."""
     trim: int | None = None
-    """History's ``keep_last`` (issue 33): after the head, delete the generations that
+    """History's ``keep_last``: after the head, delete the generations that
     only steps before this one need."""
 
     @property
@@ -101,22 +102,27 @@ def prepare(items: Items, cp: Checkpoint, limit: int, codec: Codec | None = None
     return Prepared(cp, doc, known, parts, sizes, change, stored, coder)
 
 
-def plan(items: Items, p: Prepared, *, legacy: bool, patch: bool = True) -> SavePlan:
-    cp, doc = p.cp, p.doc
-    unchanged_state = p.change is not None and not p.change
-    head = {k: v for k, v in doc.items() if k not in ("state", "calls")}
-    head |= {"id": cp.run_id, "nonce": segments.nonce()}
-    if legacy:  # the earlier layout, as it was: one item, whole
-        body = {**doc, **p.data(), "id": cp.run_id}
-        if items.finished_ttl is not None and cp.done:
-            body["ttl"] = items.finished_ttl
-        body["nonce"] = head["nonce"]
-        partial = patch and unchanged_state
-        write = items.write(cp, body, partial=partial, too_large=_LEGACY_TOO_LARGE)
-        return SavePlan(
-            write, [], None, Known("", write.fields, write.size, p.sizes, calls=cp.calls)
-        )
-    return _Planner(items, p, head, patch=patch).plan(p.parts, p.change, p.stored)
+def _head_of(p: Prepared) -> dict[str, Any]:
+    head = {k: v for k, v in p.doc.items() if k not in ("state", "calls")}
+    return head | {"id": p.cp.run_id, "nonce": segments.nonce()}
+
+
+def whole_item(items: Items, p: Prepared, *, patch: bool = True) -> SavePlan:
+    """A save into a container of the earlier ``/id`` layout, as it was: one item, whole."""
+    cp = p.cp
+    body = {**p.doc, **p.data(), "id": cp.run_id}
+    if items.finished_ttl is not None and cp.done:
+        body["ttl"] = items.finished_ttl
+    body["nonce"] = _head_of(p)["nonce"]
+    partial = patch and p.change is not None and not p.change
+    write = items.write(cp, body, partial=partial, too_large=LEGACY_TOO_LARGE)
+    return SavePlan(write, [], None, Known("", write.fields, write.size, p.sizes, calls=cp.calls))
+
+
+def head_and_segments(items: Items, p: Prepared, *, patch: bool = True) -> SavePlan:
+    """A save of the ``/run`` layout (``segments``): the head alone, the data inline, a
+    delta segment, or a fold."""
+    return _Planner(items, p, _head_of(p), patch=patch).plan(p.parts, p.change, p.stored)
 
 
 class _Planner:
@@ -132,7 +138,7 @@ class _Planner:
         self.chain = None if self.known is None else self.known.chain
         self.ttl = items.finished_ttl if self.cp.done else None
         self.until = None if self.known is None else self.known.until
-        # -- history (issue 33): never inline, a completed step's save always writes a
+        # -- history: never inline, a completed step's save always writes a
         # segment marked ``hist``, a fold keeps what it supersedes (``segments``).
         self.keep = items.history.on
         self.hist = _completed(p) if self.keep else None
@@ -179,7 +185,7 @@ class _Planner:
             left = max(1, round(self.until - time.time()) - segments.TTL_MARGIN)
             body["ttl"] = left if self.ttl is None else min(self.ttl, left)
             body["until"] = self.until
-        return self.items.write(self.cp, body, partial=partial, too_large=_HEAD_TOO_LARGE)
+        return self.items.write(self.cp, body, partial=partial, too_large=HEAD_TOO_LARGE)
 
     def _head_only(self, chain: segments.Chain) -> SavePlan:
         write = self._write(self.head | chain.fields(), partial=self.patch)
@@ -277,39 +283,28 @@ def _completed(p: Prepared) -> dict[str, Any] | None:
 def plan_head(
     items: Items,
     cp: Checkpoint,
-    doc: dict[str, Any],
+    body: dict[str, Any],
     known: Known,
     data: dict[str, Any] | None,
     *,
-    legacy: bool,
+    ttl: float | None,
+    too_large: str,
 ) -> SavePlan | None:
-    """A head-only save (``save_head``): the fields of ``doc`` (``head_document``) over
-    the stored version ``known``, whose data stays. A head that points to segments is
-    written alone, a PATCH or a replace. A head with the data inline (and an item of
-    the earlier layout) is patched around its data; when it cannot be (a version this
-    store does not know, a patch of more than 10 operations, a service that refuses
-    them) the whole item is written, with the stored ``data`` (the item read back: its
-    ``state`` and ``calls``) -- None asks for it."""
-    body = doc | {"id": cp.run_id, "nonce": segments.nonce()}
-    ttl = items.finished_ttl if cp.done else None
+    """A head-only save (``save_head``): ``body`` (the fields of ``head_document`` and
+    those its layout adds) over the stored version ``known``, whose data stays. A head
+    that points to segments is written alone, a PATCH or a replace. A head with the
+    data inline (and an item of the earlier layout) is patched around its data; when
+    it cannot be (a version this store does not know, a patch of more than 10
+    operations, a service that refuses them) the whole item is written, with the
+    stored ``data`` (the item read back: its ``state`` and ``calls``) -- None asks for
+    it."""
     chain, until = known.chain, known.until
-    if not legacy:
-        body["run"] = cp.run_id
-        if known.sizes is not None:
-            body["sizes"] = list(known.sizes)
-        if chain is not None:
-            body |= chain.fields()
-            if until is None:
-                ttl = None  # its segments do not expire: a save that folds makes them
-        elif known.fold is not None:
-            body["fold"] = known.fold
     if ttl is not None:
         body["ttl"] = ttl
     if until is not None:
         left = max(1, round(until - time.time()) - segments.TTL_MARGIN)  # as _Planner._write
         body["ttl"] = left if ttl is None else min(ttl, left)
         body["until"] = until
-    too_large = _LEGACY_TOO_LARGE if legacy else _HEAD_TOO_LARGE
     if chain is not None:
         write = items.write(cp, body, partial=True, too_large=too_large)
     elif found := items.partial(cp, body, ("state", "calls"), too_large=too_large):

@@ -20,7 +20,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ...seam import formats
 from ...seam import store as seam_store
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
@@ -28,7 +27,7 @@ from ...seam.document import from_document
 from ...seam.encoded import decoded
 from ...seam.errors import ConfigurationError, CorruptCheckpointError, corrupt_error
 from ...seam.rules import check_run_id, state_limit
-from . import segments
+from . import layouts, segments
 from .items import Items, as_stored
 from .listing import row_of, run_info
 from .sdk import (
@@ -41,9 +40,9 @@ from .sdk import (
 log = logging.getLogger("durable_steps")
 T = TypeVar("T")
 
-PARTITION_KEY = "/run"
+PARTITION_KEY = layouts.RUN.partition_key
 """The layout of ``segments``: every item of a run in the run's own logical partition."""
-LEGACY_PARTITION_KEY = "/id"
+LEGACY_PARTITION_KEY = layouts.ID.partition_key
 """The earlier layout: one item per run, the whole checkpoint in it (at most 2 MB)."""
 PATCH_REFUSED = frozenset({400, 405, 501})
 """Answers of a service that cannot do partial updates (some vNext emulator builds
@@ -91,6 +90,8 @@ class CosmosPrograms:
         self.max_state_bytes = state_limit(max_state_bytes)
         self.partition_key: str | None = None
         """The container's partition key path, once it is open (``/run``, or ``/id``)."""
+        self.layout: layouts.Layout = layouts.RUN
+        """The container's layout, chosen with ``partition_key`` when it opens."""
         self.indexing_policy: dict[str, Any] | None = None
         """The container's indexing policy as the service answered it, once it is open
         (``durable-steps doctor`` checks it: ``container.unindexed``)."""
@@ -114,23 +115,15 @@ class CosmosPrograms:
                 variable="COSMOS_CONTAINER",
             )
         self.partition_key = paths[0]
+        self.layout = layouts.BY_PARTITION_KEY[self.partition_key]
         policy = properties.get("indexingPolicy")
         self.indexing_policy = policy if isinstance(policy, dict) else None
-        if self.partition_key == LEGACY_PARTITION_KEY:
-            log.warning("%s", self.legacy_advice())
+        if advice := self.layout_advice():
+            log.warning("%s", advice)
 
-    @property
-    def _legacy(self) -> bool:
-        return self.partition_key == LEGACY_PARTITION_KEY
-
-    def legacy_advice(self) -> str:
-        return (
-            f"Cosmos DB container {self._where} has partition key {LEGACY_PARTITION_KEY}, the "
-            "earlier layout: every save sends and is billed for the whole state, and a state "
-            f"cannot pass 2 MB. It keeps working. To move: create a container with partition "
-            f"key {PARTITION_KEY} (infra/main.bicep), run 'durable-steps migrate --from "
-            "cosmos --to cosmos:NEWCONTAINER', then set COSMOS_CONTAINER=NEWCONTAINER"
-        )
+    def layout_advice(self) -> str | None:
+        """What an operator is told of the container's layout (None: nothing to do)."""
+        return self.layout.advice(self._where)
 
     # -- load ----------------------------------------------------------------------------
 
@@ -180,9 +173,7 @@ class CosmosPrograms:
         ``seam.formats`` reads it), and the chain of segments it points to (None: its
         data is inline)."""
         try:
-            if self._legacy:  # the earlier layout: the item is the whole document
-                return formats.id_layout.document_of(head), None
-            return head, segments.chain_of(head)
+            return self.layout.document(head)
         except (TypeError, ValueError) as exc:
             raise corrupt_error(run_id, f"{self._where} item {run_id!r}", str(exc)) from None
 

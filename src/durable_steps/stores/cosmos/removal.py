@@ -33,7 +33,9 @@ class Removals(CosmosPrograms):
             yield OPEN
         self._items.forget(run_id)
         listed: list[dict[str, Any]] = []
-        if not self._legacy:  # listed first: a run created again after the delete keeps its own
+        if (
+            self.layout.segmented
+        ):  # listed first: a run created again after the delete keeps its own
             try:
                 listed = yield SdkCall(QUERY, segments.every_segment(run_id))
                 listed += yield SdkCall(QUERY, run_items.every_item(run_id))  # streams, events
@@ -59,7 +61,7 @@ class Removals(CosmosPrograms):
         does not need (see the top); how many were deleted."""
         if self.partition_key is None:
             yield OPEN
-        if self._legacy:
+        if not self.layout.segmented:  # no segments to sweep
             return 0
         try:
             found = yield SdkCall(QUERY, segments.older_segments(time.time() - older_than))
@@ -98,7 +100,7 @@ class Removals(CosmosPrograms):
     def _not_history(
         self, run_id: str, head: dict[str, Any], doomed: list[dict[str, Any]]
     ) -> Program[list[dict[str, Any]]]:
-        """Those of ``doomed`` that the run's history does not reach (issue 33: a fold
+        """Those of ``doomed`` that the run's history does not reach (a fold
         with history on keeps what it superseded, linked by ``back``;
         ``segments.history_chain``). A head that points to no segments keeps none."""
         try:

@@ -108,9 +108,9 @@ class ItemPrograms(CosmosPrograms):
         return [Item(r["key"], r.get("data")) for r in rows]
 
     def _per_run(self, run_id: str) -> None:
-        if self._legacy:
+        if not self.layout.segmented:
             raise ConfigurationError(
                 f"run {run_id!r}: streams and events are kept in a run's own partition, and "
-                f"{self.legacy_advice()}",
+                f"{self.layout_advice()}",
                 variable="COSMOS_CONTAINER",
             )

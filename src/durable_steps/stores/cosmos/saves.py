@@ -39,7 +39,7 @@ from ...seam.errors import ConflictError
 from ...seam.metering import wrote
 from . import expiry, segments
 from .items import Write
-from .plan import SavePlan, plan, prepare
+from .plan import SavePlan, prepare
 from .programs import OPEN, PATCH_REFUSED, QUERY, CosmosPrograms, Program, SdkCall, _read, log
 from .sdk import (
     AzureError,
@@ -72,7 +72,7 @@ class Saves(CosmosPrograms):
         prepared = prepare(self._items, checkpoint, self.max_state_bytes, self.codec)
         if self.partition_key is None:
             yield OPEN
-        saving = plan(self._items, prepared, legacy=self._legacy)
+        saving = self.layout.plan(self._items, prepared)
         run_id = checkpoint.run_id
         started = None
         if saving.segments:
@@ -85,7 +85,7 @@ class Saves(CosmosPrograms):
                 raise too_slow(run_id, self._where, SAVE_LIMIT)
 
         def whole() -> Program[SavePlan]:
-            return plan(self._items, prepared, legacy=self._legacy, patch=False)
+            return self.layout.plan(self._items, prepared, patch=False)
             yield  # (a program: it could read, as a head-only save's does)
 
         yield from self._note_expiry(saving)
@@ -104,7 +104,7 @@ class Saves(CosmosPrograms):
             raise
         if saving.cleanup is not None:
             yield from self._cleanup(run_id, *saving.cleanup)
-        if saving.trim is not None and saving.known.chain is not None:  # keep_last (issue 33)
+        if saving.trim is not None and saving.known.chain is not None:  # keep_last
             yield from self._trim(run_id, saving.known.chain, saving.trim)
         return self._confirmed(saving, etag)
 
@@ -113,7 +113,7 @@ class Saves(CosmosPrograms):
         (``expiry``): a crash before the head leaves an entry, never an expiring run
         without one. Its failure fails the save, nothing committed."""
         ttl = saving.head.body.get("ttl")
-        if self._legacy or not isinstance(ttl, int | float):
+        if not self.layout.segmented or not isinstance(ttl, int | float):  # no index
             return
         try:
             yield expiry.note_call(saving.head.run_id, ttl)

@@ -263,7 +263,7 @@ def segment_head(
         "seq": seq,
         "prev": prev,
     }
-    if hist is not None:  # history (issue 33): this save completed a step
+    if hist is not None:  # history: this save completed a step
         head["hist"] = hist
     if back is not None:  # history: the tip of the chain this snapshot supersedes
         head["back"] = back
@@ -392,7 +392,7 @@ def links(run_id: str, gen: str) -> dict[str, Any]:
     )
 
 
-# -- history (issue 33: ``stores.cosmos.history``) -------------------------------------
+# -- history (``stores.cosmos.history``) -----------------------------------------------
 # With history on, a fold keeps the generations it supersedes and its snapshot names
 # the tip of the chain before it (``back``); a step's completing segment carries
 # ``hist``: {"step", "name", "at", "attempts", "size"}.

@@ -1,4 +1,4 @@
-"""FileStore's index of the runs a worker may take, and when (issue 31 item 3).
+"""FileStore's index of the runs a worker may take, and when.
 
 A worker's look (``Store.takeable``) must cost what the runs it could take cost,
 not what the runs live workers hold do: listing ``runs/`` reads every run file's end

@@ -1,5 +1,5 @@
-"""FileStore's retention (issue 33 item 5) at a cost that does not grow with the store
-(issue 31 item 3): the index of ended runs, by when they expire.
+"""FileStore's retention at a cost that does not grow with the store: the index of
+ended runs, by when they expire.
 
 ``delete_expired`` used to list every run (one read of each run file's end) on each
 pass -- the worker's, once a minute: 10,000 runs kept, 10,000 files opened a minute

@@ -1,4 +1,4 @@
-"""A FileStore run's history (issue 33): the logs its compactions superseded, kept.
+"""A FileStore run's history: the logs its compactions superseded, kept.
 
 A run file is a log of records, one per save: each record *is* that save's update
 (``runfile``). A compaction used to drop the log when it wrote a new snapshot file; with

@@ -261,7 +261,7 @@ _OPTIONAL = (
     "wake_at",
     "cancel_reason",
     "forked_from",
-    "version",  # lifecycle (issue 33)
+    "version",  # lifecycle
     "resumed",
     "queue",  # queues (workers.queues)
     "priority",

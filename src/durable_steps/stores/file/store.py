@@ -7,7 +7,7 @@ Layout::
     PATH/runs/.tmp-<slug>-<hash>.json  that file's next version while it is written
     PATH/locks/<00..ff>.lock           lock stripes that serialise the writers of a run
     PATH/history/<slug>-<hash>/<n>.log the run's logs that compactions superseded (its
-                                       history, issue 33: ``history``)
+                                       history: ``history``)
 
 The run file's format, the torn-tail rule, compaction, what a save syncs and
 what is promised: ``runfile``; reading a file's head and tail: ``runfile_tail``.
@@ -273,7 +273,7 @@ class FileStore(Store):
             entries = sorted(os.scandir(self._runs), key=lambda e: e.name)
         return runs_listing.run_infos(self._dir(), entries, filters)
 
-    # -- discovery (issue 31 item 3): the index of runs to take, ``due_index`` ----------
+    # -- discovery: the index of runs to take, ``due_index`` ----------------------------
 
     def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[RunInfo]:
         """The runs a worker may take at ``at`` (``Store.takeable``): the index's due
@@ -311,7 +311,7 @@ class FileStore(Store):
         runs_listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable
         return None
 
-    # -- history and retention (issue 33) ------------------------------------------------
+    # -- history and retention -----------------------------------------------------------
 
     def _walk(self, run_id: str, want: int | None) -> Walk | None:
         target = self.file_for(run_id)

@@ -142,7 +142,7 @@ class Writer:
         # A new file: the kept one is closed first (Windows refuses to replace an open file).
         stripe.forget(path)
         if self.history.on and file is not None:
-            # History (issue 33): the superseded log is kept, not dropped (``history``).
+            # History: the superseded log is kept, not dropped (``history``).
             kept_logs.keep_log(self.store, target, self.history, cp.step)
         body, whole = runfile.body(doc, None, None, True, None, coder=Coder(self.codec, cp.run_id))
         assert whole is not None  # every part written whole is measured

@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ..runner.clock import now
+from ..runner.errors import cancelled, not_found
+from ..runner.requests import Info, Load, Request, Sleep, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.timers import seconds_of
 from ..seam.checkpoint import RunInfo
 from ..seam.errors import RunFailedError
 from ..seam.rules import check_run_id
 from ..seam.state import thaw
 from ..seam.store import AsyncStore, Store
-from .clock import now
-from .errors import cancelled, not_found
-from .requests import Info, Load, Request, Sleep, execute
-from .store_io import blocking_io, execute_on
-from .timers import seconds_of
 
 
 def wait_for_result(

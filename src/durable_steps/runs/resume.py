@@ -1,4 +1,4 @@
-"""Resuming a failed or cancelled run: ``resume_run(store, run_id)`` (issue 33 item 2).
+"""Resuming a failed or cancelled run: ``resume_run(store, run_id)``.
 
 Design. One conditional save of the run's head (``changes.update_run``: the head
 read and written alone, like a signal or a cancellation, whatever the state's size)
@@ -29,14 +29,14 @@ import time
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from ..runner.changes import update_run
+from ..runner.requests import Request, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.telemetry import log
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .changes import update_run
-from .requests import Request, execute
-from .store_io import blocking_io, execute_on
-from .telemetry import log
 
 KEPT = 10
 """Resume records a run keeps (the latest): they ride in the run's head -- on the file

@@ -1,4 +1,4 @@
-"""Fork and rewind (issue 33, item 3): ``fork_run(store, run_id, new_run_id, at_step=k,
+"""Fork and rewind: ``fork_run(store, run_id, new_run_id, at_step=k,
 update=None, at_call=None)`` (and ``fork_run_async``) makes a new run whose state is
 the source's after step k (its history keeps it: ``seam.history``), plus ``update`` (a
 JSON object of top-level keys), continuing at step k+1.
@@ -26,15 +26,15 @@ import time
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from ..runner.errors import not_found
+from ..runner.requests import LoadAt, LoadHead, Request, Save, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.telemetry import log
 from ..seam.checkpoint import Checkpoint
 from ..seam.errors import ConflictError, StepNotKeptError
 from ..seam.rules import check_run_id
 from ..seam.state import check_json
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
-from .requests import LoadAt, LoadHead, Request, Save, execute
-from .store_io import blocking_io, execute_on
-from .telemetry import log
 
 
 def fork_run(

@@ -23,20 +23,18 @@ about three reads.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator
 from typing import Any, NamedTuple
 
+from ..runner.errors import not_found
+from ..runner.requests import Info, ReadItems, Request, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.streams import INDEX, kind_of
 from ..seam.checkpoint import RunInfo
 from ..seam.items import Item, offset_key
-from ..seam.rules import check_name, check_run_id
+from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
-from .requests import Info, PutItem, ReadItems, Request, execute
-from .store_io import blocking_io, execute_on
 
-INDEX = "streams"
-"""The kind of the index items: one per stream, keyed by its name."""
 PAGE = 500
 
 
@@ -47,16 +45,6 @@ class StreamInfo(NamedTuple):
     name: str
     length: int
     closed: bool
-
-
-def kind_of(name: str) -> str:
-    """The item kind of stream ``name``'s entries."""
-    return "stream:" + check_name(name, "stream name")
-
-
-def indexed(run_id: str, name: str) -> PutItem:
-    """The index entry ``write_stream`` puts before a stream's first entry."""
-    return PutItem(run_id, INDEX, name, {"opened_at": time.time()})
 
 
 def _at(run_id: str, kind: str, offset: int) -> Generator[Request, Any, Item | None]:

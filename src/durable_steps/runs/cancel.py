@@ -21,15 +21,15 @@ import contextlib
 from collections.abc import Generator
 from typing import Any
 
+from ..runner.changes import update_run
+from ..runner.children import children_of, notify_parent, waits_on_child
+from ..runner.requests import Load, Request, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.telemetry import log
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError, RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .changes import update_run
-from .children import children_of, notify_parent, waits_on_child
-from .requests import Load, Request, execute
-from .store_io import blocking_io, execute_on
-from .telemetry import log
 
 
 def cancel_run(store: Store, run_id: str, *, reason: str | None = None) -> bool:

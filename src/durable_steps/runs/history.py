@@ -1,4 +1,4 @@
-"""A run's history from outside (issue 33, item 1): ``run_history(store, run_id)`` lists
+"""A run's history from outside: ``run_history(store, run_id)`` lists
 its completed steps as the store keeps them, ``load_at(store, run_id, step)`` gives
 its state after one of them (and their ``_async`` twins).
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..runner.errors import not_found
 from ..seam.history import StepRecord
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .errors import not_found
 
 
 def run_history(store: Store, run_id: str) -> list[StepRecord]:

@@ -1,5 +1,5 @@
 """Moving a run to another version of its workflow's code: ``upgrade_run(store, run_id,
-workflow)`` (issue 33 item 4; ``versions`` has the design of versions).
+workflow)`` (``versions`` has the design of versions).
 
 Design. One conditional save of the run's head (``changes.update_run``, like a
 signal: the state is neither read nor written) sets the run's version to
@@ -26,16 +26,16 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from ..runner.changes import update_run
+from ..runner.requests import Request, execute
+from ..runner.store_io import blocking_io, execute_on
+from ..runner.telemetry import log
+from ..runner.workflow import Workflow
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError, RunLeasedError, StepMismatchError
 from ..seam.lease import lease_holder
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
-from .changes import update_run
-from .requests import Request, execute
-from .store_io import blocking_io, execute_on
-from .telemetry import log
-from .workflow import Workflow
 
 
 def upgrade_run(store: Store, run_id: str, workflow: Workflow) -> bool:
