@@ -126,9 +126,7 @@ def test_a_new_run_whose_create_is_unknown_is_not_left_leased(
 
     steps = [ds.Step("step", step)]
     body = {"code": "ServiceUnavailable" if status == 503 else "InternalServerError"}
-    proxy.drop_answer(
-        "POST", "/docs", then=lambda: proxy.answer("GET", status, body, "/docs/", 1)
-    )
+    proxy.drop_answer("POST", "/docs", then=lambda: proxy.answer("GET", status, body, "/docs/", 1))
     with pytest.raises(ds.StoreError, match="outcome is unknown") as err:
         run_on(store, loop, run_id, steps)
     assert not isinstance(err.value, ds.ConflictError), err.value
