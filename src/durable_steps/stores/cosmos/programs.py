@@ -94,6 +94,9 @@ class CosmosPrograms:
         self.indexing_policy: dict[str, Any] | None = None
         """The container's indexing policy as the service answered it, once it is open
         (``durable-steps doctor`` checks it: ``container.unindexed``)."""
+        self.default_ttl: int | None = None
+        """The container's ``defaultTtl`` once it is open (None: TTL off, so the ttl that
+        ``finished_ttl`` stamps is ignored: ``container.ttl_checked``)."""
         self._where = f"{endpoint} ({database}/{container})"
         self._items = Items(escaped=True, finished_ttl=finished_ttl)
 
@@ -116,6 +119,15 @@ class CosmosPrograms:
         self.partition_key = paths[0]
         policy = properties.get("indexingPolicy")
         self.indexing_policy = policy if isinstance(policy, dict) else None
+        ttl = properties.get("defaultTtl")
+        self.default_ttl = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+        if self.finished_ttl is not None and self.default_ttl is None:
+            log.warning(
+                "Cosmos DB container %s has TTL off: finished_ttl=%s deletes nothing until "
+                "it is on (see 'durable-steps doctor')",
+                self._where,
+                self.finished_ttl,
+            )
         if self.partition_key == LEGACY_PARTITION_KEY:
             log.warning("%s", self.legacy_advice())
 
