@@ -141,7 +141,8 @@ def _recording(claim: Checkpoint) -> set[int]:
     """The attempts of this round, before ``claim``'s, that recorded something in the
     step's journal that is still there (a call's result, a retry, a sleep, a wait)."""
     earlier = range(claim.first_attempt, claim.attempt)
-    return {a for r in claim.calls if (a := r.get("step_attempt")) in earlier}
+    found = (r.get("step_attempt") for r in claim.calls)
+    return {a for a in found if isinstance(a, int) and a in earlier}
 
 
 def check_max_attempts(value: object) -> int | None:
