@@ -140,6 +140,31 @@ def test_doctor_fails_when_finished_ttl_is_set_and_the_containers_ttl_is_off(
         good.drop()
 
 
+def test_doctor_fails_on_a_default_ttl_that_would_expire_running_runs(
+    cosmos_local: CosmosEndpoint,
+) -> None:
+    """A container with a positive default TTL deletes every item that long after its
+    last write -- running and waiting runs too: doctor exits 1 and says so, with or
+    without finished_ttl."""
+    from durable_steps.stores.cosmos.sdk import CosmosClient, PartitionKey
+
+    hourly = replace(cosmos_local, container=unique("ttl3600"))
+    with CosmosClient(
+        hourly.endpoint, credential=hourly.key, enable_endpoint_discovery=False
+    ) as client:
+        client.get_database_client(hourly.database).create_container(
+            hourly.container, partition_key=PartitionKey(path="/run"), default_ttl=3600
+        )
+    try:
+        done = Cli(hourly.env())("doctor")
+        assert done.returncode == 1, done.stdout
+        line = next(x for x in done.stdout.splitlines() if "container TTL" in x)
+        assert line.startswith("✗") and "default TTL is 3600 s" in line, line
+        assert "running and waiting runs too" in line and "--ttl -1" in line, line
+    finally:
+        hourly.drop()
+
+
 def test_migrate_copies_runs_intact(cli: Cli, run_id: str, tmp_path: Path) -> None:
     """migrate --to file:PATH copies steps, state and age; a second migrate finds them there."""
     _seed(cli, run_id)
