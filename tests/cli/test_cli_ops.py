@@ -107,6 +107,64 @@ def test_doctor_names_the_indexes_a_workers_look_needs(cosmos_local: CosmosEndpo
         good.drop()
 
 
+def test_doctor_fails_when_finished_ttl_is_set_and_the_containers_ttl_is_off(
+    cosmos_local: CosmosEndpoint,
+) -> None:
+    """A container created without TTL (as create_if_missing made them before) ignores
+    the ttl that finished_ttl stamps: with DURABLE_FINISHED_TTL set, doctor exits 1 and
+    names the fix; without it, the check passes and says runs are kept. The container
+    the store creates has TTL on with no default (defaultTtl -1, as infra/main.bicep
+    sets) and passes. (The local server keeps and answers a container's defaultTtl, as
+    the service does, though it expires nothing.)"""
+    bare = cosmos_local.fresh("/run")  # created directly: no defaultTtl
+    try:
+        assert "defaultTtl" not in bare.raw_container().read()
+        cli = Cli(bare.env())
+        done = cli("doctor", DURABLE_FINISHED_TTL="604800")
+        assert done.returncode == 1, done.stdout
+        line = next(x for x in done.stdout.splitlines() if "container TTL" in x)
+        assert line.startswith("✗") and "TTL is off" in line, line
+        assert "az cosmosdb sql container update --ttl -1" in line, line
+        kept = cli("doctor")
+        assert kept.returncode == 0, kept.stdout
+        assert "✓ container TTL: off (no finished_ttl" in kept.stdout
+    finally:
+        bare.drop()
+    good = cosmos_local.fresh()
+    try:
+        assert good.raw_container().read()["defaultTtl"] == -1
+        done = Cli(good.env())("doctor", DURABLE_FINISHED_TTL="604800")
+        assert done.returncode == 0, done.stdout
+        assert "✓ container TTL: on: completed runs expire 604800 s" in done.stdout
+    finally:
+        good.drop()
+
+
+def test_doctor_fails_on_a_default_ttl_that_would_expire_running_runs(
+    cosmos_local: CosmosEndpoint,
+) -> None:
+    """A container with a positive default TTL deletes every item that long after its
+    last write -- running and waiting runs too: doctor exits 1 and says so, with or
+    without finished_ttl."""
+    from durable_steps.stores.cosmos.sdk import CosmosClient, PartitionKey
+
+    hourly = replace(cosmos_local, container=unique("ttl3600"))
+    with CosmosClient(
+        hourly.endpoint, credential=hourly.key, enable_endpoint_discovery=False
+    ) as client:
+        client.get_database_client(hourly.database).create_container(
+            hourly.container, partition_key=PartitionKey(path="/run"), default_ttl=3600
+        )
+    try:
+        done = Cli(hourly.env())("doctor")
+        assert done.returncode == 1, done.stdout
+        line = next(x for x in done.stdout.splitlines() if "container TTL" in x)
+        assert line.startswith("✗") and "default TTL is 3600 s" in line, line
+        assert "running and waiting runs too" in line and "--ttl -1" in line, line
+    finally:
+        hourly.drop()
+
+
 def test_migrate_copies_runs_intact(cli: Cli, run_id: str, tmp_path: Path) -> None:
     """migrate --to file:PATH copies steps, state and age; a second migrate finds them there."""
     _seed(cli, run_id)

@@ -86,6 +86,34 @@ def test_a_fork_continues_after_the_step_with_the_update(api: Api, run_id: str) 
     assert [h.step for h in api.store.run_history(fork)][-1] == 5
 
 
+def test_a_fork_starts_its_steps_at_their_first_attempt(api: Api, run_id: str) -> None:
+    """A step that failed once in the source runs for the first time in a fork made
+    before it: ``current_step().attempt`` is 1 there, and the fork's history records
+    one attempt of it (the source keeps its two)."""
+    ran: Counter[str] = Counter()
+    seen: list[tuple[str, int]] = []
+    steps = _steps(ran, n=4, fail_once=2)
+
+    def noting(step: Step) -> Step:
+        def body(state: Any) -> Any:
+            ctx = ds.current_step()
+            seen.append((ctx.run_id, ctx.attempt))
+            return step.fn(state)
+
+        return Step(step.name, body, retry=step.retry)
+
+    steps[2] = noting(steps[2])
+    api.run(run_id, steps)
+    assert [h.attempts for h in api.store.run_history(run_id)] == [1, 1, 2, 1]
+    fork = f"{run_id}-fork"
+    made = api.fork(run_id, fork, at_step=1)
+    assert made.attempt == 0  # its next step not started yet, as a run start() made
+    api.run(fork, steps)
+    assert seen == [(run_id, 1), (run_id, 2), (fork, 1)]
+    assert [(h.step, h.attempts) for h in api.store.run_history(fork)][-2:] == [(2, 1), (3, 1)]
+    assert [h.attempts for h in api.store.run_history(run_id)] == [1, 1, 2, 1]
+
+
 def test_a_fork_at_a_call_replays_the_calls_before_it(api: Api, run_id: str) -> None:
     """at_call=n keeps the first n recorded calls of step k+1: run again, those return
     their recorded results and the rest run anew."""

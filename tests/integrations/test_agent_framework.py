@@ -66,6 +66,11 @@ def af(backend: Backend, loop: asyncio.AbstractEventLoop) -> AF:
 
 
 def checkpoint(workflow: str = "wf", **fields: Any) -> WorkflowCheckpoint:
+    """A checkpoint of a workflow under way: a message in flight unless ``messages`` are
+    given (one with none, and no pending request, ends its chain)."""
+    fields.setdefault(
+        "messages", {"w": [WorkflowMessage(data="next", source_id="s", target_id="w")]}
+    )
     return WorkflowCheckpoint(workflow_name=workflow, graph_signature_hash="h", **fields)
 
 
@@ -200,6 +205,28 @@ def test_a_chain_is_one_run_and_its_older_checkpoints_load(af: AF) -> None:
     head = af.store.load_head(chains[0].run_id)
     assert head.steps == tuple(cp.checkpoint_id for cp in chain)
     for cp in chain:
+        assert af.run(af.storage.load(cp.checkpoint_id)).state == cp.state
+
+
+def test_a_chain_ends_at_a_checkpoint_with_nothing_in_flight(af: AF) -> None:
+    """A chain is waiting while its last checkpoint has a message in flight (or a
+    pending request: test_agent_framework_retention.py), completed -- with its index
+    runs -- at one that has neither; a checkpoint after that starts a chain of its own."""
+    one = checkpoint(state={"v": 1})
+    done = checkpoint(previous_checkpoint_id=one.checkpoint_id, messages={}, state={"v": 2})
+    after = checkpoint(previous_checkpoint_id=done.checkpoint_id, state={"v": 3})
+    af.run(af.storage.save(one))
+    (chain,) = af.store.list_runs(workflow="agent-framework:wf")
+    assert chain.status == "waiting"
+    af.run(af.storage.save(done))
+    af.run(af.storage.save(after))
+    chains = sorted(af.store.list_runs(workflow="agent-framework:wf"), key=lambda i: -i.step)
+    assert [(i.step, i.status) for i in chains] == [(1, "completed"), (0, "waiting")]
+    indexes = {
+        i.run_id: i.status for i in af.store.list_runs(workflow="agent-framework.checkpoint-index")
+    }
+    assert sorted(indexes.values()) == ["completed", "completed", "waiting"]
+    for cp in (one, done, after):
         assert af.run(af.storage.load(cp.checkpoint_id)).state == cp.state
 
 

@@ -84,6 +84,7 @@ def doctor(read_all: bool) -> None:
             _layout(store)
             if store.kind == "CosmosStore":
                 check("container indexes", lambda: _indexes(store))
+                check("container TTL", lambda: _ttl(store))
             probe = f"durable-steps-doctor-{uuid.uuid4().hex}"
             saved = check(
                 "write a probe checkpoint",
@@ -162,6 +163,15 @@ def _indexes(store: Store) -> str:
 
     assert isinstance(store, CosmosStore)
     return indexes_checked(store.indexing_policy)
+
+
+def _ttl(store: Store) -> str:
+    """Whether the Cosmos DB container's TTL lets finished_ttl work (``ttl_checked``)."""
+    from ..stores.cosmos.container import ttl_checked
+    from ..stores.cosmos.store import CosmosStore
+
+    assert isinstance(store, CosmosStore)
+    return ttl_checked(store.default_ttl, store.finished_ttl)
 
 
 def _probe_matches(cp: Checkpoint | None) -> None:

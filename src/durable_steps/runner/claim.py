@@ -19,7 +19,11 @@ as owner until now + ``lease``, the next step's attempt counted. In order:
 A claim that would start the next step more often in one round than ``max_attempts``
 (or its ``Retry``'s attempts, if more) allows is a poison run -- every attempt died
 without a result, the process killed each time (the OOM killer), or its lease lost:
-``exhausted`` gives the ``TooManyAttemptsError`` the run is failed with instead.
+``exhausted`` gives the ``TooManyAttemptsError`` the run is failed with instead. Only
+attempts that recorded nothing new count: an agent step killed again and again, each
+attempt recording one more call (each record names the step attempt that made it:
+``step_attempt``), is making progress -- its next attempt replays those calls -- and
+is not failed for it.
 """
 
 from __future__ import annotations
@@ -110,21 +114,35 @@ def exhausted(
     step = steps[i]
     limit = max(max_attempts, step.retry.attempts if step.retry else 1)
     started = claim.attempt - claim.first_attempt  # before this claim, in this round
-    if started < limit:
+    barren = started - len(_recording(claim))
+    if barren < limit:
         return None
     run_id = claim.run_id
+    which = (
+        "none of them recorded a result"
+        if barren == started
+        else f"{barren} of them recorded nothing new (no call's result, no completed step)"
+    )
     return TooManyAttemptsError(
         f"run {run_id!r}: step {i} {step.name!r} was started {started} times (attempts "
-        f"{claim.first_attempt}..{claim.attempt - 1}) and none of them recorded a result: "
-        "each one's process died (killed by the OOM killer or a deploy, a native crash) or "
+        f"{claim.first_attempt}..{claim.attempt - 1}) and {which}: each such "
+        "attempt's process died (killed by the OOM killer or a deploy, a native crash) or "
         f"lost its lease. It was not started again (max_attempts={limit}): the run is "
         "failed, and no worker takes it. Find out why it dies (its logs, its memory), "
         "then run it again explicitly (workflow.run() or run(): a new round of attempts)",
         run_id=run_id,
         step=i,
         step_name=step.name,
-        attempts=started,
+        attempts=barren,
     )
+
+
+def _recording(claim: Checkpoint) -> set[int]:
+    """The attempts of this round, before ``claim``'s, that recorded something in the
+    step's journal that is still there (a call's result, a retry, a sleep, a wait)."""
+    earlier = range(claim.first_attempt, claim.attempt)
+    found = (r.get("step_attempt") for r in claim.calls)
+    return {a for a in found if isinstance(a, int) and a in earlier}
 
 
 def check_max_attempts(value: object) -> int | None:

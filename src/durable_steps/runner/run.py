@@ -38,6 +38,7 @@ from ..seam.errors import (
     LeaseLostError,
     RunCancelledError,
     StopRequested,
+    StoreError,
     Suspend,
 )
 from ..seam.lease import default_owner
@@ -168,11 +169,29 @@ class RunProgram:
                     raise
                 tries += 1
                 continue
+            except StoreError as exc:
+                yield from self.unclaim(exc)
+                raise
             if poisoned is not None:
                 log.warning("run %r failed: %s", self.run_id, poisoned)
                 raise poisoned
             self.obs.claimed(self.cp, loaded)
             return True
+
+    def unclaim(self, exc: StoreError) -> Generator[Request, Any, None]:
+        """The claim's save failed with its outcome unknown (its answer lost, the
+        read-back failing too): if it landed, the run is held by this call, which is
+        ending -- a caller retrying the run (a web handler) would meet its lease until
+        it expires. Read back, a version of this owner's is released; else nothing."""
+        try:
+            stored = yield Load(self.run_id)
+            if stored is None or stored.owner != self.owner or stored.lease_expires is None:
+                return
+            self.adopt(stored)
+            self.cp = yield Save(checkpoints.released(self.cp))
+            log.info("run %r: its claim had landed unconfirmed; lease released", self.run_id)
+        except Exception as release_failed:
+            exc.add_note(f"durable-steps: releasing the lease failed: {release_failed}")
 
     def attempts(self, i: int, step: Step) -> Generator[Request, Any, Checkpoint]:
         """Run step i until it returns (retrying as its Retry says) and save its result.

@@ -9,6 +9,9 @@ JSON object of top-level keys), continuing at step k+1.
   those and runs the rest -- an agent rewound to just before a model request, to run
   it again with a changed prompt (``update``). Records of tasks the step started are
   not kept (they run again).
+- The new run's next step has not been started (attempt 0, as a run ``start`` made):
+  however often the source tried it, its first attempt in the fork is attempt 1 --
+  for ``current_step().attempt``, its ``Retry``, ``max_attempts`` and its history.
 - The new run is recorded as forked (``Checkpoint.forked_from``: source, step, call,
   when; ``runs show`` says so), carries the source's workflow, and its ``trace`` is the
   source's first attempt's, so its first span links to the source's trace.
@@ -102,6 +105,7 @@ def _fork(
         state=state,
         steps=source.steps,
         status="running",
+        attempt=0,  # step k+1 has not been started in the fork: its first claim is attempt 1
         workflow=source.workflow,
         trace=source.trace,
         calls=calls,

@@ -108,9 +108,10 @@ class RunFailedError(DurableError):
 
 class TooManyAttemptsError(DurableError):
     """A claim found step ``step`` (``step_name``) started ``attempts`` times in this
-    round without a result -- its processes killed, its leases lost -- which is its
-    workflow's ``max_attempts``: instead of starting it again, the run was saved as
-    ``failed`` with this error. An explicit ``run`` starts a new round."""
+    round without recording anything new -- its processes killed, its leases lost --
+    which is its workflow's ``max_attempts`` (attempts that recorded a call do not
+    count): instead of starting it again, the run was saved as ``failed`` with this
+    error. An explicit ``run`` starts a new round."""
 
     run_id: str
     step: int

@@ -103,3 +103,35 @@ def test_a_step_result_whose_outcome_is_unknown_is_kept_and_the_lease_released(
     assert (saved.step, saved.owner, saved.lease_expires) == (0, None, None)
     assert run_on(store, loop, run_id, steps) == {"first": 1, "second": 2}
     assert ran == ["first", "second"]
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_new_run_whose_create_is_unknown_is_not_left_leased(
+    through: tuple[Any, Proxy, Cosmos],
+    run_id: str,
+    loop: asyncio.AbstractEventLoop,
+    status: int,
+) -> None:
+    """The create of a new run's first checkpoint lands unconfirmed (its answer lost,
+    the read-back answering 500 or 503): the run raises the StoreError, and the run it
+    created is not left leased by the failed call -- a caller retrying ``run()`` of the
+    same id (a web handler) runs it at once instead of meeting RunLeasedError for the
+    whole lease; its step runs once."""
+    store, proxy, _ = through
+    ran: list[str] = []
+
+    def step(state: Any) -> dict[str, int]:
+        ran.append("step")
+        return {"done": 1}
+
+    steps = [ds.Step("step", step)]
+    body = {"code": "ServiceUnavailable" if status == 503 else "InternalServerError"}
+    proxy.drop_answer("POST", "/docs", then=lambda: proxy.answer("GET", status, body, "/docs/", 1))
+    with pytest.raises(ds.StoreError, match="outcome is unknown") as err:
+        run_on(store, loop, run_id, steps)
+    assert not isinstance(err.value, ds.ConflictError), err.value
+    proxy.heal()
+    created = store.load(run_id)
+    assert created is not None and (created.owner, created.lease_expires) == (None, None)
+    assert run_on(store, loop, run_id, steps) == {"done": 1}
+    assert ran == ["step"]

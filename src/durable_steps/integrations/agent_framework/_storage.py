@@ -5,11 +5,23 @@ Design.
 *A chain is a run.* Agent Framework saves one ``WorkflowCheckpoint`` per superstep,
 each naming the one before (``previous_checkpoint_id``): a workflow run's checkpoints
 form a chain. Each chain is one of our runs -- ``af-chain.<first checkpoint id>``, of
-workflow ``agent-framework:<workflow name>``, status ``completed`` (nothing for a
-worker to run) -- and each checkpoint is one completed step of it, named by the
-checkpoint's id, its state the checkpoint's parts (``_layout``). On Cosmos DB a run is
-a partition of its own, so every chain has its own partition (never one per workflow
-name, whose 20 GB cap and hot partition Agent Framework's own Cosmos storage has).
+workflow ``agent-framework:<workflow name>`` -- and each checkpoint is one completed
+step of it, named by the checkpoint's id, its state the checkpoint's parts
+(``_layout``). On Cosmos DB a run is a partition of its own, so every chain has its own
+partition (never one per workflow name, whose 20 GB cap and hot partition Agent
+Framework's own Cosmos storage has).
+
+*A chain ends when its workflow does.* Agent Framework runs supersteps until no message
+is in flight; the workflow has then finished unless a request waits for an answer
+(``request_info``: a person in the loop). So a chain whose last checkpoint holds no
+message and no pending request is ``completed`` -- final, and retention's
+(``finished_ttl``, ``runs prune``) like any completed run -- and any other chain is
+``waiting`` (nothing for a worker to run: no workflow of ours has its name, and it has
+no wake time), which retention never deletes: a workflow paused for a person, or
+killed mid-run, resumes whenever it is resumed. A chain that completes marks its
+checkpoints' index runs completed too (they were written ``waiting``), so they go with
+it. A checkpoint after the last of a completed chain starts a chain of its own: a
+completed run is never reopened (on Cosmos DB its head may carry its expiry already).
 
 *Each checkpoint is written once.* A checkpoint's id is claimed by a small index run
 (``af-checkpoint.<id>``: its chain and step), created with our create-only save before
@@ -45,8 +57,10 @@ anything is written.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
@@ -74,6 +88,7 @@ WORKFLOW = "agent-framework:"
 INDEX_WORKFLOW = "agent-framework.checkpoint-index"
 DELETED = "~deleted~"
 _CACHED_CHAINS = 8
+_log = logging.getLogger("durable_steps")
 
 
 def _run_id(prefix: str, checkpoint_id: str) -> str:
@@ -90,6 +105,12 @@ def index_run(checkpoint_id: str) -> str:
 
 def chain_run(checkpoint_id: str) -> str:
     return _run_id("af-chain.", checkpoint_id)
+
+
+def finished(checkpoint: WorkflowCheckpoint) -> bool:
+    """Whether the workflow ended at ``checkpoint``: no message in flight (Agent
+    Framework's runner stops there) and no request waiting for an answer."""
+    return not checkpoint.messages and not checkpoint.pending_request_info_events
 
 
 def _missing(checkpoint_id: str) -> WorkflowCheckpointException:
@@ -122,6 +143,7 @@ class DurableCheckpointStorage:
         step = chain.step + 1 if chain is not None else 0
         index = index_run(cid)
         at = epoch(checkpoint.timestamp)
+        status = "completed" if finished(checkpoint) else "waiting"
         try:
             await self.store.save(
                 Checkpoint(
@@ -129,7 +151,7 @@ class DurableCheckpointStorage:
                     step=0,
                     state={"chain": run_id, "step": step, "checkpoint_id": cid},
                     steps=(cid,),
-                    status="completed",
+                    status=status,
                     workflow=INDEX_WORKFLOW,
                     updated_at=at,
                 )
@@ -146,7 +168,7 @@ class DurableCheckpointStorage:
                 step=0,
                 state=frozen_state(parts, run_id),
                 steps=(cid,),
-                status="completed",
+                status=status,
                 workflow=WORKFLOW + checkpoint.workflow_name,
                 updated_at=at,
             )
@@ -157,6 +179,7 @@ class DurableCheckpointStorage:
                 step=step,
                 state=chain.state.updated(updates(chain.state, parts), run_id),
                 steps=(*chain.steps, cid),
+                status=status,
                 updated_at=at,
             )
         try:
@@ -167,7 +190,24 @@ class DurableCheckpointStorage:
             raise
         mark_stored(new.state, stored.etag)
         self._remember(evolve(stored, state=new.state))
+        if new.done:
+            await self._indexes_completed(new.steps[:-1])
         return cid
+
+    async def _indexes_completed(self, checkpoint_ids: Iterable[str]) -> None:
+        """The index runs of a completed chain's earlier checkpoints marked completed,
+        so that retention takes them with it. Best effort: one left ``waiting`` (a crash
+        here) is only kept longer; it still reads as its checkpoint's."""
+
+        async def one(cid: str) -> None:
+            index = await self.store.load(index_run(cid))
+            if index is not None and index.status != "completed":
+                await self.store.save(evolve(index, status="completed", updated_at=None))
+
+        live = [cid for cid in checkpoint_ids if not cid.startswith(DELETED)]
+        for outcome in await asyncio.gather(*map(one, live), return_exceptions=True):
+            if isinstance(outcome, Exception):
+                _log.warning("a completed chain's index run stays waiting: %s", outcome)
 
     async def _chain_to_extend(self, previous: str | None) -> Checkpoint | None:
         """The chain whose last checkpoint is ``previous``, loaded (None: start a chain --
@@ -177,7 +217,7 @@ class DurableCheckpointStorage:
         for chain in reversed(self._chains.values()):
             if chain.steps and chain.steps[-1] == previous:
                 self._chains.move_to_end(chain.run_id)
-                return chain
+                return None if chain.done else chain
         found = await self._locate(previous)
         if found is None:
             return None
@@ -185,6 +225,8 @@ class DurableCheckpointStorage:
         loaded = await self.store.load(run_id)
         if loaded is None or loaded.step != step or loaded.steps[-1:] != (previous,):
             return None
+        if loaded.done:
+            return None  # a completed chain is final: the next checkpoint starts one
         chain = evolve(loaded, state=frozen_state(loaded.state, run_id, stored_as=loaded.etag))
         self._remember(chain)
         return chain

@@ -1,7 +1,9 @@
 """The container the Cosmos DB stores create when asked to (emulators and tests:
-``create_if_missing``), as ``infra/main.bicep`` provisions it; the paths a worker's look
-filters on, which a container's indexing policy must index (``unindexed``: what
-``durable-steps doctor`` reports); and how many requests either store sends at once."""
+``create_if_missing``), as ``infra/main.bicep`` provisions it -- TTL on, no default
+(``DEFAULT_TTL``); the paths a worker's look filters on, which a container's indexing
+policy must index (``unindexed``: what ``durable-steps doctor`` reports); whether its
+TTL lets ``finished_ttl`` work (``ttl_checked``); and how many requests either store
+sends at once."""
 
 from __future__ import annotations
 
@@ -27,6 +29,11 @@ retention pass, ``expiry``'s index of runs by expiry time): each must be
 indexed (range), or the service refuses the query (a filter on a path excluded from
 indexing) or scans the container. Equality and range filters without ORDER BY need no
 composite index."""
+DEFAULT_TTL = -1
+"""TTL on, nothing expiring by default: the per-item ``ttl`` that ``finished_ttl`` stamps
+on a completed run's head then applies. A container without a default TTL ignores
+per-item ``ttl`` (finished runs never expire); a positive default would expire every
+item without one -- running runs too."""
 PARALLEL = 8
 """Requests a save or a delete sends at once (a large snapshot's parts, a fold's deletes)."""
 
@@ -38,6 +45,7 @@ def new_container(database: Any, name: str) -> Any:
         name,
         partition_key=PartitionKey(path=PARTITION_KEY),
         indexing_policy=INDEXING,
+        default_ttl=DEFAULT_TTL,
         return_properties=True,
     )
 
@@ -82,3 +90,35 @@ def indexes_checked(policy: Any) -> str:
             variable="COSMOS_CONTAINER",
         )
     return f"{', '.join(QUERIED)} indexed (a worker's look is an index query)"
+
+
+_TTL_FIX = (
+    "'az cosmosdb sql container update --ttl -1' turns it on with no default "
+    "(infra/main.bicep's defaultTtlSeconds)"
+)
+
+
+def ttl_checked(default_ttl: Any, finished_ttl: int | None) -> str:
+    """What ``durable-steps doctor`` says of a container's default TTL (its
+    ``defaultTtl``; None: TTL off) for a store with ``finished_ttl``: fine; else
+    ConfigurationError naming the fix -- TTL off while ``finished_ttl`` is set (finished
+    runs would never expire), or a positive default (every run would expire, running
+    ones too)."""
+    if isinstance(default_ttl, int) and default_ttl > 0:
+        raise ConfigurationError(
+            f"the container's default TTL is {default_ttl} s: Cosmos DB deletes every item "
+            f"{default_ttl} s after its last write, running and waiting runs too. {_TTL_FIX}; "
+            "finished runs expire by DURABLE_FINISHED_TTL",
+            variable="COSMOS_CONTAINER",
+        )
+    if default_ttl is None:
+        if finished_ttl is None:
+            return "off (no finished_ttl: runs are kept until deleted)"
+        raise ConfigurationError(
+            f"the container's TTL is off, so the service ignores the ttl that finished_ttl="
+            f"{finished_ttl} stamps on completed runs: they are never deleted. {_TTL_FIX}",
+            variable="DURABLE_FINISHED_TTL",
+        )
+    if finished_ttl is None:
+        return "on (no finished_ttl: runs are kept until deleted)"
+    return f"on: completed runs expire {finished_ttl} s after their last write"

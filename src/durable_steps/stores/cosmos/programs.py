@@ -95,6 +95,9 @@ class CosmosPrograms:
         self.indexing_policy: dict[str, Any] | None = None
         """The container's indexing policy as the service answered it, once it is open
         (``durable-steps doctor`` checks it: ``container.unindexed``)."""
+        self.default_ttl: int | None = None
+        """The container's ``defaultTtl`` once it is open (None: TTL off, so the ttl that
+        ``finished_ttl`` stamps is ignored: ``container.ttl_checked``)."""
         self._where = f"{endpoint} ({database}/{container})"
         self._items = Items(escaped=True, finished_ttl=finished_ttl)
 
@@ -118,6 +121,15 @@ class CosmosPrograms:
         self.layout = layouts.BY_PARTITION_KEY[self.partition_key]
         policy = properties.get("indexingPolicy")
         self.indexing_policy = policy if isinstance(policy, dict) else None
+        ttl = properties.get("defaultTtl")
+        self.default_ttl = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+        if self.finished_ttl is not None and self.default_ttl is None:
+            log.warning(
+                "Cosmos DB container %s has TTL off: finished_ttl=%s deletes nothing until "
+                "it is on (see 'durable-steps doctor')",
+                self._where,
+                self.finished_ttl,
+            )
         if advice := self.layout_advice():
             log.warning("%s", advice)
 
