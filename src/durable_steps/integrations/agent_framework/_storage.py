@@ -63,7 +63,7 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
@@ -143,7 +143,7 @@ class DurableCheckpointStorage:
         step = chain.step + 1 if chain is not None else 0
         index = index_run(cid)
         at = epoch(checkpoint.timestamp)
-        status = "completed" if finished(checkpoint) else "waiting"
+        status: Literal["completed", "waiting"] = "completed" if finished(checkpoint) else "waiting"
         try:
             await self.store.save(
                 Checkpoint(
