@@ -75,9 +75,13 @@ def test_outputs_are_the_apps_environment_variables() -> None:
     """The deployment's outputs are named exactly like the variables store_from_env reads."""
     outputs = set(re.findall(r"^output (\w+) ", BICEP, re.MULTILINE))
     assert outputs == {"COSMOS_ENDPOINT", "COSMOS_DATABASE", "COSMOS_CONTAINER"}
-    source = inspect.getsource(config)
-    for name in outputs:
-        assert f'"{name}"' in source
+    # each output, set as the app's variable, is what store_from_env then uses
+    values = {"COSMOS_ENDPOINT": "https://out.example/", "COSMOS_DATABASE": "outdb"}
+    values["COSMOS_CONTAINER"] = "outcontainer"
+    env = config.describe({"DURABLE_STORE": "cosmos", **values})
+    used = {"endpoint": "COSMOS_ENDPOINT", "database": "COSMOS_DATABASE"}
+    used["container"] = "COSMOS_CONTAINER"
+    assert {name: env[key] for key, name in used.items()} == values
 
 
 def test_security_settings_are_on_by_default() -> None:
