@@ -265,11 +265,11 @@ def check_spec(name: str) -> None:
 
 
 def _open(o: Opening) -> Store:
-    return registry.backend_for(o.url).open(o)
+    return registry.open_store(registry.backend_for(o.url), o)
 
 
 def _open_async(o: Opening) -> AsyncStore:
-    return registry.backend_for(o.url).open_async(o)
+    return registry.open_async_store(registry.backend_for(o.url), o)
 
 
 def describe(env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class MemoryStore(Store):
     against the durable stores too."""
 
     kind = "MemoryStore"
+    encodes_values = True  # through seam.encoded's Coder, as a durable store keeps them
 
     def __init__(
         self,
