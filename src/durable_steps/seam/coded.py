@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .checkpoint import Checkpoint, RunInfo, evolve
 from .codec import Codec
@@ -42,6 +42,7 @@ from .items import Item
 from .rules import RunFilter, check_size, state_limit
 from .store import ORPHAN_AGE, AsyncStore, Store
 
+W = TypeVar("W", Store, AsyncStore)
 ROOM = 4
 """How many times the plain limit the store underneath is given (see the top)."""
 
@@ -66,19 +67,25 @@ def _back(cp: Checkpoint, stored: Checkpoint) -> Checkpoint:
     return evolve(cp, etag=stored.etag, updated_at=stored.updated_at)
 
 
-class CodedStore(Store):
-    """A blocking store given only encoded values (see the top). ``inner``: the store."""
+class _Around(Generic[W]):
+    """What both wrappers hold: the store underneath, the codec, the plain limit."""
 
-    encodes_values = True
-
-    def __init__(self, inner: Store, codec: Codec | None, max_state_bytes: int | None) -> None:
-        self.inner, self.codec = inner, codec
-        self.kind = inner.kind  # type: ignore[misc] # an instance's kind: its store's
+    def __init__(self, inner: W, codec: Codec | None, max_state_bytes: int | None) -> None:
+        self.inner: W = inner
+        self.codec = codec
+        self.kind = inner.kind  # an instance's kind: its store's
         self.max_state_bytes = state_limit(max_state_bytes)
         self.finished_ttl = inner.finished_ttl
+        self.encodes_values = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, {self.codec!r})"
+
+
+class CodedStore(_Around[Store], Store):
+    """A blocking store given only encoded values (see the top). ``inner``: the store."""
+
+    inner: Store
 
     def load(self, run_id: str) -> Checkpoint | None:
         cp = self.inner.load(run_id)
@@ -134,19 +141,10 @@ class CodedStore(Store):
         self.inner.close()
 
 
-class AsyncCodedStore(AsyncStore):
+class AsyncCodedStore(_Around[AsyncStore], AsyncStore):
     """``CodedStore`` around an async store: the same ``encode`` and ``decoded``."""
 
-    encodes_values = True
-
-    def __init__(self, inner: AsyncStore, codec: Codec | None, max_state_bytes: int | None) -> None:
-        self.inner, self.codec = inner, codec
-        self.kind = inner.kind  # type: ignore[misc] # an instance's kind: its store's
-        self.max_state_bytes = state_limit(max_state_bytes)
-        self.finished_ttl = inner.finished_ttl
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inner!r}, {self.codec!r})"
+    inner: AsyncStore
 
     async def load(self, run_id: str) -> Checkpoint | None:
         cp = await self.inner.load(run_id)

@@ -39,6 +39,13 @@ def contract_backends(config: pytest.Config) -> list[str]:
     return [*chosen, *(f"{name}-async" for name in chosen)]
 
 
+def parametrize_backend(metafunc: pytest.Metafunc) -> None:
+    """The suite's modules' ``pytest_generate_tests``: ``backend`` over
+    ``contract_backends`` (a project that imports the tests parametrizes it itself)."""
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", contract_backends(metafunc.config), indirect=True)
+
+
 def nested(levels: int) -> Any:
     """A value that is ``levels`` lists deep."""
     value: Any = 0

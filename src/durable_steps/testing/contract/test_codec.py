@@ -17,19 +17,15 @@ from durable_steps import Step
 from durable_steps.seam.codec import from_env
 
 from . import fixtures
-from .fixtures import Backend, contract_backends
+from .fixtures import Backend
 
 backend, loop, run_id = fixtures.backend, fixtures.loop, fixtures.run_id  # its fixtures
+pytest_generate_tests = fixtures.parametrize_backend  # (not in __all__: a project has its own)
 
 __all__ = [
     "test_a_secret_written_with_encryption_never_reaches_the_backend",
     "test_a_wrong_key_under_the_same_id_is_a_codec_error_naming_it_and_the_run",
 ]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", contract_backends(metafunc.config), indirect=True)
 
 
 def _codec(key: bytes) -> Any:

@@ -16,9 +16,10 @@ from durable_steps import Step
 from durable_steps.seam.rules import MAX_STATE_BYTES
 
 from . import fixtures
-from .fixtures import Backend, contract_backends, first
+from .fixtures import Backend, first
 
 backend, loop, run_id = fixtures.backend, fixtures.loop, fixtures.run_id  # its fixtures
+pytest_generate_tests = fixtures.parametrize_backend  # (not in __all__: a project has its own)
 
 __all__ = [  # what a project that runs this suite imports (its own fixtures apply)
     "test_a_20_mb_state_saves_loads_and_resumes",
@@ -37,13 +38,6 @@ __all__ = [  # what a project that runs this suite imports (its own fixtures app
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Sending a large body directly with raw bytes:ResourceWarning"
 )
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``backend``: each backend chosen, sync and async (a project that imports these
-    tests parametrizes ``backend`` itself)."""
-    if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", contract_backends(metafunc.config), indirect=True)
 
 
 # -- resume semantics through run() -----------------------------------------------------

@@ -14,9 +14,10 @@ from durable_steps import Checkpoint, Step
 from durable_steps.seam.state import MAX_DEPTH
 
 from . import fixtures
-from .fixtures import Backend, contract_backends, first, nested
+from .fixtures import Backend, first, nested
 
 backend, loop, run_id = fixtures.backend, fixtures.loop, fixtures.run_id  # its fixtures
+pytest_generate_tests = fixtures.parametrize_backend  # (not in __all__: a project has its own)
 
 __all__ = [  # what a project that runs this suite imports (its own fixtures apply)
     "test_a_run_holding_whole_floats_resumes",
@@ -38,20 +39,6 @@ __all__ = [  # what a project that runs this suite imports (its own fixtures app
     "test_stale_etag_conflicts_and_keeps_stored_checkpoint",
     "test_the_edges_of_the_json_rules_round_trip_on_every_store",
 ]
-
-# aiohttp (under the async Cosmos SDK) warns when a request body over 1 MiB is raw bytes,
-# as a 20 MB state's parts are (items of up to 2 MB): a ResourceWarning, hidden unless
-# warnings are errors, as they are here.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Sending a large body directly with raw bytes:ResourceWarning"
-)
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``backend``: each backend chosen, sync and async (a project that imports these
-    tests parametrizes ``backend`` itself)."""
-    if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", contract_backends(metafunc.config), indirect=True)
 
 
 ODD_BUT_VALID = [
