@@ -24,13 +24,9 @@ behind a counting proxy).
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import os
-import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,10 +35,10 @@ import pytest
 
 import durable_steps as ds
 from durable_steps.runner import clock as runner_clock
-from durable_steps.seam.rules import RunFilter
-from durable_steps.seam.store import ORPHAN_AGE
-from durable_steps.testing import CosmosEndpoint, known_backends, open_store, selected_backends
+from durable_steps.testing import CosmosEndpoint, known_backends, selected_backends
 from durable_steps.testing import _parametrized as parametrized
+from durable_steps.testing.contract import fixtures as contract
+from durable_steps.testing.contract.fixtures import Backend, SyncFacade, cosmos_hooks, open_backend
 
 if os.environ.get("PYTHONPATH"):
     # `PYTHONPATH=src pytest` (a worktree over a shared editable install): a child that
@@ -60,6 +56,8 @@ T = TypeVar("T")
 
 Cosmos = CosmosEndpoint
 """The name the test modules know the plugin's endpoint by."""
+
+loop, run_id = contract.loop, contract.run_id  # the shipped suite's fixtures, for every test
 
 
 COSMOS_BACKENDS = ["cosmos-local", "cosmos-emulator"]
@@ -80,13 +78,15 @@ results are encrypted one record at a time) -- elsewhere a codec changes nothing
 store's contract does not already prove."""
 
 
-def every_backend(module: str = "") -> list[str]:
+def every_backend(module: str = "", chosen: Sequence[str] = ()) -> list[str]:
     """Every backend there can be -- this package's, cosmos-live, and any another package
     registered -- and the async store of each, and the encrypted ones in the modules
     that prove them; a run uses those of --durable-backends (an encrypted one runs with
-    its plain backend)."""
+    its plain backend; one chosen as NAME+aes runs encrypted, sync and async)."""
     names = [*known_backends(), *COSMOS_BACKENDS[2:]]
+    asked = [n for n in chosen if n.endswith("+aes") and n not in names]
     coded = ENCRYPTED if module.rsplit(".", 1)[-1] in ENCRYPTED_MODULES else []
+    coded = [*coded, *(c for n in asked for c in (n, f"{n}-async") if c not in coded)]
     return [*names, *(f"{b}-async" for b in names), *coded]
 
 
@@ -103,7 +103,8 @@ def _selected(config: pytest.Config, names: list[str]) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__
-    for name, names in (("backend", every_backend(module)), ("cosmos", COSMOS_BACKENDS)):
+    chosen = selected_backends(metafunc.config)
+    for name, names in (("backend", every_backend(module, chosen)), ("cosmos", COSMOS_BACKENDS)):
         if name in metafunc.fixturenames and not parametrized(metafunc, name):
             metafunc.parametrize(name, _selected(metafunc.config, names), indirect=True)
 
@@ -134,170 +135,23 @@ def cosmos(request: pytest.FixtureRequest) -> Iterator[Cosmos]:
     fresh.drop()
 
 
-# -- the async stores behind a sync facade ---------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """One event loop in a thread, so that sync test bodies can drive async stores."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join()
-    loop.close()
-
-
-class SyncFacade(ds.Store):
-    """A sync Store over an AsyncStore: every call is awaited on the loop thread."""
-
-    def __init__(self, store: ds.AsyncStore, loop: asyncio.AbstractEventLoop) -> None:
-        self.aio, self._loop = store, loop
-        self.kind = store.kind  # type: ignore[misc] # the async store's
-        self.max_state_bytes = store.max_state_bytes
-
-    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)
-
-    def load(self, run_id: str) -> ds.Checkpoint | None:
-        return self._wait(self.aio.load(run_id))
-
-    def save(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
-        return self._wait(self.aio.save(checkpoint))
-
-    def load_head(self, run_id: str) -> ds.Checkpoint | None:
-        return self._wait(self.aio.load_head(run_id))
-
-    def save_head(self, checkpoint: ds.Checkpoint) -> ds.Checkpoint:
-        return self._wait(self.aio.save_head(checkpoint))
-
-    def delete(self, run_id: str, *, etag: str | None = None) -> bool:
-        return self._wait(self.aio.delete(run_id, etag=etag))
-
-    def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
-        self._wait(self.aio.append_item(run_id, kind, key, value))
-
-    def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
-        self._wait(self.aio.put_item(run_id, kind, key, value))
-
-    def read_items(
-        self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
-    ) -> list[Any]:
-        return self._wait(self.aio.read_items(run_id, kind, after=after, limit=limit))
-
-    def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
-        async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
-            return [i async for i in it]
-
-        return iter(self._wait(collect(self.aio.listing(filters))))
-
-    def run_info(self, run_id: str) -> ds.RunInfo | None:
-        return self._wait(self.aio.run_info(run_id))
-
-    def takeable(self, workflows: Sequence[str], *, at: float) -> Iterator[ds.RunInfo]:
-        async def collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
-            return [i async for i in it]
-
-        return iter(self._wait(collect(self.aio.takeable(workflows, at=at))))
-
-    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
-        return self._wait(self.aio.prune_orphans(older_than))
-
-    # -- history and retention (issue 33) --
-
-    def run_history(self, run_id: str) -> list[ds.StepRecord] | None:
-        return self._wait(self.aio.run_history(run_id))
-
-    def load_at(self, run_id: str, step: int) -> ds.Checkpoint | None:
-        return self._wait(self.aio.load_at(run_id, step))
-
-    def delete_expired(self, now: float | None = None) -> int:
-        return self._wait(self.aio.delete_expired(now))
-
-    def close(self) -> None:
-        self._wait(self.aio.close())
-
-
-# -- the one backend fixture of the contract suite -------------------------------------
-
-
-@dataclass
-class Backend:
-    name: str
-    store: Any
-    write_raw: Callable[[str, Any], None]
-    """Store a raw document (a dict, or bytes for file stores) as run_id's checkpoint."""
-    path: Path | None = None
-    """A file store's directory (to list what is left of a run)."""
-    cosmos: Cosmos | None = None
-    """A Cosmos DB store's container (to list what is left of a run)."""
-
-
-def _raw(doc: Any) -> bytes:
-    return doc if isinstance(doc, bytes) else json.dumps(doc).encode()
-
-
-def _raw_file_writer(path: Path) -> Callable[[str, Any], None]:
-    """Raw documents as the file of their run in the layout of durable-steps 0.1 (one whole
-    JSON document, not a journal): FileStore keeps reading that layout, so the contract
-    tests of corrupt and old checkpoints hold for it."""
-
-    def write(run_id: str, doc: Any) -> None:
-        ds.FileStore(path).file_for(run_id).write_bytes(_raw(doc))
-
-    return write
-
-
-def _raw_memory_writer(store: ds.MemoryStore) -> Callable[[str, Any], None]:
-    def write(run_id: str, doc: Any) -> None:
-        store._runs[run_id] = _raw(doc)
-
-    return write
-
-
-def _raw_cosmos_writer(cosmos: Cosmos) -> Callable[[str, Any], None]:
-    def write(run_id: str, doc: Any) -> None:
-        if isinstance(doc, bytes):
-            doc = {"garbage": doc.decode(errors="replace")}
-        # ``run``: the partition key of the layout the store creates (/run); a container
-        # of the earlier layout (/id) keeps it as one more field.
-        body = {**(doc if isinstance(doc, dict) else {"value": doc}), "id": run_id, "run": run_id}
-        cosmos.raw_container().upsert_item(body)
-
-    return write
+# -- the contract suite's backends (shipped: durable_steps.testing.contract) ------------
 
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop) -> Iterator[Backend]:
+    """The shipped suite's ``backend``, and ``cosmos-live`` (a real account)."""
     name: str = request.param
-    base, is_async = name.removesuffix("-async"), name.endswith("-async")
-    if base == "cosmos-live":
-        live: Cosmos = request.getfixturevalue("cosmos_live")
-        store: Any = live.async_store() if is_async else live.store()
-        facade = SyncFacade(store, loop) if is_async else store
-        yield Backend(name, facade, _raw_cosmos_writer(live))
-        facade.close()
+    if name.removesuffix("-async") != "cosmos-live":
+        with open_backend(request, name, loop) as opened:
+            yield opened
         return
-    with open_store(request, base, is_async=is_async) as opened:
-        if opened.path is not None:
-            writer = _raw_file_writer(opened.path)
-        elif opened.cosmos is not None:
-            writer = _raw_cosmos_writer(opened.cosmos)
-        elif opened.write_raw is not None:  # a backend another package registered
-            writer = functools.partial(opened.write_raw, opened.store)
-        else:
-            writer = _raw_memory_writer(opened.store.sync if is_async else opened.store)
-        facade = SyncFacade(opened.store, loop) if is_async else opened.store
-        yield Backend(name, facade, writer, opened.path, opened.cosmos)
-        if is_async:
-            facade.close()
-
-
-@pytest.fixture
-def run_id() -> str:
-    """A fresh run id per test, so shared servers need no cleanup."""
-    return f"test-{uuid.uuid4()}"
+    live: Cosmos = request.getfixturevalue("cosmos_live")
+    is_async = name.endswith("-async")
+    store: Any = live.async_store() if is_async else live.store()
+    facade = SyncFacade(store, loop) if is_async else store
+    yield Backend(name, facade, *cosmos_hooks(live))
+    facade.close()
 
 
 # -- the public calls on every backend ----------------------------------------------------

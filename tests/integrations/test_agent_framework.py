@@ -264,12 +264,13 @@ def test_a_resume_from_an_older_checkpoint_starts_a_chain_of_its_own(af: AF) -> 
 
 def test_a_value_that_is_not_json_is_refused_before_anything_is_written(af: AF) -> None:
     """A value that cannot be kept as JSON (an unregistered class, a too large integer)
-    raises ``InvalidStateError`` naming the checkpoint and the value's path; nothing is
-    written."""
+    raises ``InvalidStateError`` naming the checkpoint, the value's path and type -- not
+    the value, which may be a secret; nothing is written."""
     bad = checkpoint(state={"ok": 1, "deep": {"list": [1, Opaque()]}})
     with pytest.raises(ds.InvalidStateError, match=r"state\['deep'\]\['list'\]\[1\].*Opaque") as e:
         af.run(af.storage.save(bad))
     assert bad.checkpoint_id in str(e.value)
+    assert "object at" not in str(e.value)  # its type and place, never its repr (logs)
     with pytest.raises(ds.InvalidStateError, match=r"2\*\*53"):
         af.run(af.storage.save(checkpoint(metadata={"n": 2**60})))
     assert af.run(af.storage.list_checkpoint_ids(workflow_name="wf")) == []

@@ -189,3 +189,33 @@ def test_codec_from_the_environment(tmp_path: Path) -> None:
             c.from_env(env)
         assert err.value.variable == variable, env  # type: ignore[attr-defined]
         assert k not in str(err.value)
+
+
+def test_each_value_carries_its_keys_check_value_and_a_wrong_key_is_a_codec_error() -> None:
+    """An envelope names its key id and carries the key's check value: another key under
+    the same id is told from damage -- CodecError naming the key id and the run, with no
+    advice to delete -- and the check value is neither the key nor shared by two keys."""
+    k1, other = key(), key()
+    writer = c.ValueCodec(keys=c.Keyring("k1", {"k1": k1}))
+    stored = writer.encode(TEXT, dumps(TEXT), c.place("r", "state:t"))
+    assert stored["c"] == c.check_value(base64.b64decode(k1)) != c.check_value(os.urandom(32))
+    assert stored["c"] not in (k1, k1[:8])
+    reader = c.ValueCodec(keys=c.Keyring("k1", {"k1": other}))
+    with pytest.raises(ds.CodecError) as err:
+        reader.decode(stored, c.place("r", "state:t"), "r")
+    assert (err.value.key_id, err.value.run_id) == ("k1", "r")  # type: ignore[attr-defined]
+    assert "another key" in str(err.value) and "delete" not in str(err.value)
+
+
+def test_an_envelope_from_before_check_values_that_does_not_open_is_wrong_key_or_damaged() -> None:
+    """An envelope written before check values (no ``c``) still opens with its key; one
+    that does not authenticate may be a wrong key as well as damage: a CodecError that
+    says both and advises no deletion."""
+    k1 = key()
+    writer = c.ValueCodec(keys=c.Keyring("k1", {"k1": k1}))
+    old = {k: v for k, v in writer.encode(TEXT, dumps(TEXT), c.place("r", "s")).items() if k != "c"}
+    assert writer.decode(old, c.place("r", "s"), "r") == TEXT
+    reader = c.ValueCodec(keys=c.Keyring("k1", {"k1": key()}))
+    with pytest.raises(ds.CodecError, match="wrong key or damaged") as err:
+        reader.decode(old, c.place("r", "s"), "r")
+    assert err.value.key_id == "k1" and "delete" not in str(err.value)  # type: ignore[attr-defined]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import os
 import signal
 import textwrap
 import threading
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.seam.codec import from_env
 from durable_steps.workers.loop import serve
 
 from ..helpers.waiting import wait_until
@@ -207,3 +210,51 @@ def test_a_look_lists_each_workflows_runs_once_and_wakes_at_a_timer_it_saw(
         serving.join(60)
     assert store.load(run_id).state == {"woke": True}
     assert listed[:8] == ["running", "waiting"] * 4  # two looks, two workflows
+
+
+def keyed(key: str) -> Any:
+    """The codec of ``DURABLE_CODEC=aes256gcm DURABLE_KEY=key`` (its id: ``k1``)."""
+    return from_env({"DURABLE_CODEC": "aes256gcm", "DURABLE_KEY": key})
+
+
+def test_a_worker_without_the_runs_key_says_so_once_and_leaves_it(
+    tmp_path: Path, run_id: str
+) -> None:
+    """A worker configured with another key under the run's key id (``k1``) cannot
+    decode the run: one line naming the key id and the run, no "failed", nothing
+    written, and it does not take the run again on its later looks; a worker with the
+    right key then completes it."""
+    right, wrong = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    flow = ds.Workflow("keyed", [ds.Step("a", lambda s: {"seen": s["secret"]})])
+    path = tmp_path / "store"
+    with ds.FileStore(path, codec=keyed(right)) as s:
+        assert flow.start(run_id, s, input={"secret": "TOPSECRET"})
+        before = s.load(run_id)
+    store = ds.FileStore(path, codec=keyed(wrong))
+    looks, takeable = [], store.takeable
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        looks.append(1)
+        return takeable(*args, **kw)
+
+    store.takeable = counted  # type: ignore[method-assign]
+    stop, said = threading.Event(), []
+    options: dict[str, Any] = {"once": False, "concurrency": 2, "interval": 0.05}
+    options |= {"lease": 60.0, "owner": None, "echo": said.append, "stop": stop}
+    serving = threading.Thread(target=serve, args=(store, [flow]), kwargs=options)
+    serving.start()
+    try:
+        wait_until(lambda: said, "the worker's line about the run")
+        seen = len(looks)
+        wait_until(lambda: len(looks) >= seen + 5, "five more looks")
+    finally:
+        stop.set()
+        serving.join(60)
+    assert len(said) == 1, said
+    line = str(said[0])
+    assert run_id in line and "'k1'" in line and "cannot be decoded" in line
+    assert "failed" not in line and "delete" not in line
+    with ds.FileStore(path, codec=keyed(right)) as s:
+        after = s.load(run_id)
+        assert after is not None and after.etag == before.etag  # nothing was written
+        assert flow.run(run_id, s) == {"secret": "TOPSECRET", "seen": "TOPSECRET"}

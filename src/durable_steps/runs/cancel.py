@@ -45,7 +45,7 @@ async def cancel_run_async(store: AsyncStore, run_id: str, *, reason: str | None
 def _cancel(run_id: str, reason: str | None) -> Generator[Request, Any, bool]:
     check_run_id(run_id)
     if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"cancel_run(reason=...) must be a str, not {reason!r}")
+        raise TypeError(f"cancel_run(reason=...) must be a str, not a {type(reason).__name__}")
 
     def cancel(cp: Checkpoint) -> Checkpoint | None:
         if cp.status == "cancelled":

@@ -84,7 +84,9 @@ def _fork(
         raise ValueError(f"at_call must be a number of recorded calls (from 0), not {at_call!r}")
     if update is not None:
         if not isinstance(update, Mapping):
-            raise ValueError(f"update must be a JSON object of top-level keys, not {update!r}")
+            raise ValueError(
+                f"update must be a JSON object of top-level keys, not a {type(update).__name__}"
+            )
         check_json(dict(update), new_run_id)
     source = yield LoadAt(run_id, at_step)
     if source is None:

@@ -10,12 +10,13 @@ key.
 
 An encoded value is a JSON object that says what it was encoded with (an *envelope*)::
 
-    {"$ds": 2, "z": "zstd", "k": "2026-12", "n": "<nonce>", "v": "<payload>"}
+    {"$ds": 2, "z": "zstd", "k": "2026-12", "c": "<check>", "n": "<nonce>", "v": "<payload>"}
 
 ``$ds`` marks it and says how its bytes are written as text: 2, base64 (what is
-written); 1, base85 (what the first codec wrote, still read). ``z`` the compression
-(``zstd`` or ``gzip``; absent: none); ``k`` the key id and ``n`` the nonce of
-AES-256-GCM (absent: not encrypted); ``v`` the bytes. So a store reads a mix of plain
+written); 1, base85 (what the first codec wrote, still read: ``formats.base85``).
+``z`` the compression (``zstd`` or ``gzip``; absent: none); ``k`` the key id, ``c``
+the key's check value and ``n`` the nonce of AES-256-GCM (absent: not encrypted);
+``v`` the bytes. So a store reads a mix of plain
 and encoded values: a run written before the codec was turned on still loads, and one
 written with it loads anywhere that has its keys. A plain value shaped like an envelope
 is refused (``InvalidStateError``).
@@ -34,10 +35,16 @@ encrypted save adds (``benchmarks/codec.py``: a trivial FileStore step). Base64 
   key does not decrypt. Keys come from a ``Keyring`` -- the environment, a file, or a
   callable (Azure Key Vault): values are written with its current key id and read
   with whichever id they name, so rotating keys keeps old runs readable.
-- A missing key, or a key that does not open a value, is ``CodecError`` naming the key
-  id and the run; a value whose authentication fails under its own key (tampered) is
-  ``CorruptCheckpointError``. Both are raised at load, so a run that cannot be read is
-  never written over. ``Shown`` reads what it can and stands ``Encrypted(key id)`` in
+- The check value (``check_value``) tells a wrong key from damage: 6 bytes of an
+  HMAC-SHA256 of a constant under a key derived from the key (itself an HMAC under the
+  key), so it reveals nothing that helps find the key. A missing key, or a key whose
+  check value is not the value's -- another key configured under the same id -- is
+  ``CodecError`` naming the key id and the run. A value whose authentication fails
+  under its own (checked) key was altered or copied from another place:
+  ``CorruptCheckpointError``. An envelope written before check values (no ``c``) that
+  does not authenticate may be either: ``CodecError``, "wrong key or damaged", which
+  advises no deletion. All are raised at load, so a run that cannot be read is never
+  written over. ``Shown`` reads what it can and stands ``Encrypted(key id)`` in
   for the rest (``runs show`` and the console without the key).
 """
 
@@ -46,6 +53,8 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import hashlib
+import hmac
 import json
 import secrets
 from collections.abc import Callable, Mapping
@@ -58,12 +67,15 @@ from .errors import (
     CorruptCheckpointError,
     InvalidStateError,
     damaged_value,
+    key_or_damage,
     missing_key,
+    wrong_key,
 )
+from .formats import base85
 
 MARK = "$ds"
-_FIELDS = frozenset({MARK, "z", "k", "n", "v"})
-BASE85, BASE64 = 1, 2
+_FIELDS = frozenset({MARK, "z", "k", "c", "n", "v"})
+BASE85, BASE64 = base85.VERSION, 2
 """The envelope's versions (its ``$ds``): how its bytes are written as text."""
 
 
@@ -95,11 +107,17 @@ def _bytes(stored: dict[str, Any], field: str, run_id: str) -> bytes:
     text = str(stored.get(field))
     try:
         if stored[MARK] == BASE85:
-            return base64.b85decode(text)
+            return base85.envelope_bytes(text)
         return binascii.a2b_base64(text, strict_mode=True)
     except ValueError:  # (binascii.Error is one)
         written = "base85" if stored[MARK] == BASE85 else "base64"
         raise damaged_value(run_id, f"its {field!r} is not {written}") from None
+
+
+def check_value(key: bytes) -> str:
+    """A key's check value, as envelopes carry it (see the top): 6 bytes, base64."""
+    derived = hmac.digest(key, b"durable-steps: key check, derived key", hashlib.sha256)
+    return _text(hmac.digest(derived, b"durable-steps: key check", hashlib.sha256)[:6])
 
 
 class Keyring:
@@ -227,6 +245,7 @@ class ValueCodec:
             raise ValueError("a codec compresses, encrypts, or both: give compression= or keys=")
         self.compression, self.keys = compression, keys
         self._ciphers: dict[str, Any] = {}  # key id -> its AESGCM (Keyring caches the key)
+        self._checks: dict[str, str] = {}  # key id -> its key's check value
         if keys is not None:
             try:
                 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -246,6 +265,7 @@ class ValueCodec:
             if key is None:
                 raise missing_key(run_id, key_id)
             cipher = self._ciphers[key_id] = self._aead(key)
+            self._checks[key_id] = check_value(key)
         return cipher
 
     def __repr__(self) -> str:
@@ -261,7 +281,14 @@ class ValueCodec:
         key_id = self.keys.current
         nonce = secrets.token_bytes(12)
         sealed = self._cipher(key_id, "").encrypt(nonce, payload, where)
-        env: dict[str, Any] = {MARK: BASE64, "k": key_id, "n": _text(nonce), "v": _text(sealed)}
+        check = self._checks[key_id]
+        env: dict[str, Any] = {
+            MARK: BASE64,
+            "k": key_id,
+            "c": check,
+            "n": _text(nonce),
+            "v": _text(sealed),
+        }
         if kind is not None:
             env["z"] = kind
         return env
@@ -284,14 +311,20 @@ class ValueCodec:
         cipher = self._cipher(key_id, run_id)
         from cryptography.exceptions import InvalidTag
 
+        checked = "c" in stored
+        if checked and stored["c"] != self._checks[key_id]:
+            raise wrong_key(run_id, key_id)
         nonce = _bytes(stored, "n", run_id)
         try:
             return bytes(cipher.decrypt(nonce, payload, where))
         except InvalidTag:
+            if not checked:  # written before check values: the key may be the cause
+                raise key_or_damage(run_id, key_id) from None
             raise damaged_value(
                 run_id,
-                f"it does not authenticate under key {key_id!r}: altered, or copied "
-                "from another run or key",
+                f"it does not authenticate under key {key_id!r}, which is the key it was "
+                "written with (its check value matches): altered, or copied from another "
+                "run or place",
             ) from None
 
 

@@ -267,6 +267,39 @@ def missing_key(run_id: str, key_id: str) -> CodecError:
     )
 
 
+def no_items(store: str, run_id: str, kind: str) -> StoreError:
+    return StoreError(
+        f"run {run_id!r}: {store} keeps no per-run items, so it has no {kind!r} (streams, "
+        "events and Agent Framework checkpoints need them): use a store that keeps them, "
+        "or give this backend append_item, put_item and read_items (docs/stores.md)",
+        status_code=None,
+    )
+
+
+def wrong_key(run_id: str, key_id: str) -> CodecError:
+    return CodecError(
+        f"run {run_id!r} holds values encrypted with key {key_id!r}, and the key this store "
+        f"has under {key_id!r} is another key (its check value differs); nothing was read or "
+        "written, and the run is intact. Configure the key those values were written with "
+        f"under {key_id!r} (DURABLE_KEY, or DURABLE_KEYS_FILE), and give a new key a new id "
+        "(DURABLE_KEY_ID)",
+        run_id=run_id,
+        key_id=key_id,
+    )
+
+
+def key_or_damage(run_id: str, key_id: str) -> CodecError:
+    return CodecError(
+        f"run {run_id!r} holds a value encrypted with key {key_id!r} that does not open with "
+        f"the key this store has under {key_id!r}: wrong key or damaged (it was written "
+        "before values carried their key's check value, so the two cannot be told apart). "
+        "Nothing was read or written. Check that the key configured under that id is the "
+        "one the run was written with (DURABLE_KEY, DURABLE_KEYS_FILE) before anything else",
+        run_id=run_id,
+        key_id=key_id,
+    )
+
+
 # -- control flow, not errors; never leave the library -----------------------------------
 
 

@@ -353,7 +353,7 @@ def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
     if isinstance(value, int):
         if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
             raise _invalid(
-                f"{what}{path} is the integer {value}, beyond +-(2**53 - 1): Cosmos DB keeps "
+                f"{what}{path} is an integer beyond +-(2**53 - 1): Cosmos DB keeps "
                 "numbers as doubles and would round it silently; store it as a string, "
                 "e.g. str(n), and convert it back with int()",
                 run_id,

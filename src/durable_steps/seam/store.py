@@ -17,8 +17,13 @@ each method written once, here.
   events; ``items`` has their design), removed with the run.
 - ``close`` and the context manager.
 
-A backend implements the abstract methods; ``list_runs`` turns its keyword filters
-into a ``RunFilter`` once, for every backend (``listing`` is what backends write).
+A backend implements the abstract methods -- ``load``, ``save``, ``delete``,
+``listing``, ``close`` -- and the base derives the rest from them: ``load_head`` and
+``run_info`` from ``load``, ``save_head`` from ``load`` and a conditional ``save``,
+``takeable`` from ``listing``, history as the latest checkpoint alone. A backend
+overrides what it can do better (a head read alone, an index of due runs, kept
+history); per-run items are optional (without them, no streams or events).
+``list_runs`` turns its keyword filters into a ``RunFilter`` once, for every backend.
 ``ThreadedStore`` makes an ``AsyncStore`` of a blocking one (its calls in worker
 threads, or on the loop for a store whose work is a dict update), so the async twin of
 a blocking backend cannot drift from it.
@@ -32,11 +37,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
-from .checkpoint import Checkpoint, RunInfo
+from .checkpoint import Checkpoint, RunInfo, evolve, head_of
 from .codec import Codec
+from .document import dumps, info_of, to_document
+from .errors import conflict, no_items
 from .history import StepRecord, latest, latest_at
 from .items import Item
-from .rules import RunFilter
+from .rules import RunFilter, head_etag
 
 S = TypeVar("S", bound="Store")
 ORPHAN_AGE = 3600.0
@@ -57,6 +64,10 @@ class Store(ABC):
     """What the state's values and call results are encoded with at rest (``codec=``,
     ``seam.encoded``); None: plain. A tool that only shows runs may put a
     ``codec.Shown`` here, to show what it cannot decrypt as such instead of failing."""
+    encodes_values: bool = False
+    """True for a store that runs ``encoded.Coder`` in its own write path and decodes
+    its own loads (the built-in stores: they encode a save's change only). Any other
+    store the registry opens is given only encoded values by ``coded.CodedStore``."""
     finished_ttl: int | None = None
     """Seconds after a run ended when it goes (retention); None: kept."""
 
@@ -78,19 +89,24 @@ class Store(ABC):
         ``max_state_bytes`` is refused before anything is written
         (``StateTooLargeError``); so is a checkpoint read without its state."""
 
-    @abstractmethod
     def load_head(self, run_id: str) -> Checkpoint | None:
         """The stored checkpoint but its data: ``state`` is ``NOT_READ`` (a stand-in that
         refuses to be read), ``calls`` empty, every other field as ``load`` gives it, the
-        etag too. ``None``: the run has no checkpoint."""
+        etag too. ``None``: the run has no checkpoint. By default ``load``'s, its data
+        dropped: a backend that reads a head alone overrides it, so that what signals
+        and cancellations cost does not grow with the state."""
+        return _head(self.load(run_id))
 
-    @abstractmethod
     def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
         """Save every field of ``checkpoint`` but its data, on top of the stored version
         at ``checkpoint.etag``, whose state and journal stay as they are. Conditional and
         settled like ``save`` (no run, or another etag: ``ConflictError``, nothing
         written; ``etag=None``: ``ValueError``). Returns the checkpoint as stored, its
-        state ``NOT_READ``, its calls empty, with its new etag."""
+        state ``NOT_READ``, its calls empty, with its new etag. By default the stored
+        version is loaded and saved again with these fields -- conditional on the same
+        etag, so a writer in between still conflicts."""
+        stored = self.load(checkpoint.run_id)
+        return head_of(self.save(_on_stored(checkpoint, stored)))
 
     @abstractmethod
     def delete(self, run_id: str, *, etag: str | None = None) -> bool:
@@ -118,9 +134,10 @@ class Store(ABC):
     def listing(self, filters: RunFilter) -> Iterator[RunInfo]:
         """``list_runs`` as a backend writes it: the filters checked already."""
 
-    @abstractmethod
     def run_info(self, run_id: str) -> RunInfo | None:
-        """One run as ``list_runs`` lists it, or ``None``: its metadata, not its state."""
+        """One run as ``list_runs`` lists it, or ``None``: its metadata, not its state.
+        By default made from ``load`` (its size: the document's)."""
+        return _info(self.load(run_id))
 
     # -- discovery: the runs a worker may take ------------------------------------------
 
@@ -163,23 +180,26 @@ class Store(ABC):
 
     # -- per-run items (streams, events; see ``items``) ----------------------------------
 
-    @abstractmethod
+    # Optional: a store without them keeps no streams, events or Agent Framework
+    # checkpoint chains; each call is then a StoreError that says so.
+
     def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
         """Create the item ``key`` of the run's ``kind``: create-only, so an existing key
         raises ``ConflictError`` and writes nothing. Durable once it returns (as ``save``).
         ``value``: JSON by the state's rules, at most ``items.MAX_ITEM_BYTES``
         (``InvalidStateError`` before any I/O)."""
+        raise no_items(self.kind, run_id, kind)
 
-    @abstractmethod
     def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
         """Create or replace the item ``key`` of the run's ``kind`` (an upsert)."""
+        raise no_items(self.kind, run_id, kind)
 
-    @abstractmethod
     def read_items(
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Item]:
         """The run's items of ``kind`` whose key is after ``after`` (all with None), in key
         order, at most ``limit``; each value a fresh plain copy. None: the run has none."""
+        raise no_items(self.kind, run_id, kind)
 
     @abstractmethod
     def close(self) -> None:
@@ -200,6 +220,10 @@ class AsyncStore(ABC):
 
     kind: ClassVar[str] = "AsyncStore"
     max_state_bytes: int
+    codec: Codec | None = None
+    """``Store.codec``."""
+    encodes_values: bool = False
+    """``Store.encodes_values``."""
     finished_ttl: int | None = None
 
     @abstractmethod
@@ -210,13 +234,14 @@ class AsyncStore(ABC):
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """``Store.save``."""
 
-    @abstractmethod
     async def load_head(self, run_id: str) -> Checkpoint | None:
         """``Store.load_head``."""
+        return _head(await self.load(run_id))
 
-    @abstractmethod
     async def save_head(self, checkpoint: Checkpoint) -> Checkpoint:
         """``Store.save_head``."""
+        stored = await self.load(checkpoint.run_id)
+        return head_of(await self.save(_on_stored(checkpoint, stored)))
 
     @abstractmethod
     async def delete(self, run_id: str, *, etag: str | None = None) -> bool:
@@ -242,9 +267,9 @@ class AsyncStore(ABC):
     def listing(self, filters: RunFilter) -> AsyncIterator[RunInfo]:
         """``Store.listing``."""
 
-    @abstractmethod
     async def run_info(self, run_id: str) -> RunInfo | None:
         """``Store.run_info``."""
+        return _info(await self.load(run_id))
 
     async def takeable(self, workflows: Sequence[str], *, at: float) -> AsyncIterator[RunInfo]:
         """``Store.takeable``."""
@@ -273,19 +298,19 @@ class AsyncStore(ABC):
 
     # -- per-run items (streams, events; see ``items``) ----------------------------------
 
-    @abstractmethod
     async def append_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
         """``Store.append_item``."""
+        raise no_items(self.kind, run_id, kind)
 
-    @abstractmethod
     async def put_item(self, run_id: str, kind: str, key: str, value: Any) -> None:
         """``Store.put_item``."""
+        raise no_items(self.kind, run_id, kind)
 
-    @abstractmethod
     async def read_items(
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Item]:
         """``Store.read_items``."""
+        raise no_items(self.kind, run_id, kind)
 
     @abstractmethod
     async def close(self) -> None:
@@ -296,6 +321,23 @@ class AsyncStore(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _head(cp: Checkpoint | None) -> Checkpoint | None:
+    return None if cp is None else head_of(cp)
+
+
+def _on_stored(cp: Checkpoint, stored: Checkpoint | None) -> Checkpoint:
+    """``cp``'s fields on ``stored``'s data, for a ``save`` at ``cp``'s etag (the default
+    ``save_head``); ``ConflictError`` when ``stored`` is not that version."""
+    etag = head_etag(cp)
+    if stored is None or stored.etag != etag:
+        raise conflict(cp.run_id, etag, stored is None)
+    return evolve(cp, state=stored.state, calls=stored.calls)
+
+
+def _info(cp: Checkpoint | None) -> RunInfo | None:
+    return None if cp is None else info_of(cp, len(dumps(to_document(cp))))
 
 
 def _v(version: str | None) -> tuple[str | None, ...] | None:
@@ -321,6 +363,15 @@ class ThreadedStore(AsyncStore, Generic[S]):
         self.kind = sync.kind  # type: ignore[misc] # an instance's kind: its store's
         self.max_state_bytes = sync.max_state_bytes
         self.finished_ttl = sync.finished_ttl
+        self.encodes_values = sync.encodes_values
+
+    @property  # held once, by the blocking store
+    def codec(self) -> Codec | None:
+        return self.sync.codec
+
+    @codec.setter
+    def codec(self, codec: Codec | None) -> None:
+        self.sync.codec = codec
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.sync!r})"

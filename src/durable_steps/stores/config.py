@@ -77,7 +77,7 @@ def store_from_env(env: Mapping[str, str] | None = None, *, create: bool = True)
     """The store the environment describes (see the configuration table, docs/stores.md).
     ``create=False``: only a store that exists (see the top of this module)."""
     backend, opening = _from_env(os.environ if env is None else env, create)
-    return backend.open(opening)
+    return registry.open_store(backend, opening)
 
 
 def async_store_from_env(
@@ -85,7 +85,7 @@ def async_store_from_env(
 ) -> AsyncStore:
     """store_from_env() for asyncio: the same variables, the same errors."""
     backend, opening = _from_env(os.environ if env is None else env, create)
-    return backend.open_async(opening)
+    return registry.open_async_store(backend, opening)
 
 
 def store_for(name: str, env: Mapping[str, str] | None = None, *, create: bool = True) -> Store:
@@ -98,7 +98,7 @@ def store_for(name: str, env: Mapping[str, str] | None = None, *, create: bool =
     if name == "env":
         return store_from_env(env, create=create)
     url = url_for(name, env)
-    return registry.backend_for(url).open(_opening(url, env, create, name))
+    return registry.open_store(registry.backend_for(url), _opening(url, env, create, name))
 
 
 def async_store_for(
@@ -109,7 +109,9 @@ def async_store_for(
     if name == "env":
         return async_store_from_env(env, create=create)
     url = url_for(name, env)
-    return registry.backend_for(url).open_async(_opening(url, env, create, name))
+    return registry.open_async_store(
+        registry.backend_for(url), _opening(url, env, create, name)
+    )
 
 
 def url_for(name: str, env: Mapping[str, str]) -> str:

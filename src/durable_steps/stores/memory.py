@@ -40,6 +40,7 @@ class MemoryStore(Store):
     against the durable stores too."""
 
     kind = "MemoryStore"
+    encodes_values = True  # through seam.encoded's Coder, as a durable store keeps them
 
     def __init__(
         self,
@@ -288,6 +289,7 @@ BACKEND = Backend(
     "memory",
     open_store,
     open_async_store,
+    encodes_values=True,
     url_from_env=lambda env: "memory:",
     describe=lambda o: {},
 )

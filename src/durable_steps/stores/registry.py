@@ -26,12 +26,14 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..seam.codec import Codec
+from ..seam.coded import ROOM, AsyncCodedStore, CodedStore
 from ..seam.errors import ConfigurationError
+from ..seam.rules import state_limit
 from ..seam.store import AsyncStore, Store
 
 GROUP = "durable_steps.stores"
@@ -75,7 +77,16 @@ class Backend:
     (``--durable-backends`` can then run the contract suite on it)."""
     write_raw: Callable[[Store | AsyncStore, str, object], None] | None = None
     """For tests: store ``doc`` (a JSON value, or bytes) as run ``run_id``'s checkpoint
-    as it is, bypassing every check -- how the contract suite tests damaged ones."""
+    as it is, bypassing every check -- how the contract suite tests damaged ones. It is
+    given the store ``open``/``open_async`` made (a ``ThreadedStore``: its ``.sync``)."""
+    raw_bytes: Callable[[Store | AsyncStore], bytes] | None = None
+    """For tests: everything the store holds, as bytes -- how the contract suite checks
+    that a secret never reaches the backend (None: the files under ``fresh``'s
+    directory are read)."""
+    encodes_values: bool = False
+    """True: the backend's stores take ``Opening.codec`` and encode values themselves
+    (``Store.encodes_values``, the built-in ones). False, the default: they are given
+    only encoded values (``seam.coded``) and never see the codec."""
     url_from_env: Callable[[Mapping[str, str]], str] | None = None
     """The store URL ``DURABLE_STORE=SCHEME`` means, from the backend's own variables
     (None: the backend is named by a URL only)."""
@@ -168,3 +179,48 @@ def _load(entry: importlib.metadata.EntryPoint) -> Backend:
             variable="DURABLE_STORE",
         )
     return backend
+
+
+def open_store(backend: Backend, o: Opening) -> Store:
+    """A blocking store of ``backend``, the codec applied by the library (``seam.coded``):
+    a backend that does not encode values itself is given only encoded ones."""
+    if backend.encodes_values:
+        return _takes_codec(backend, backend.open(o), o)
+    return CodedStore(backend.open(_underneath(o)), o.codec, o.max_state_bytes)
+
+
+def open_async_store(backend: Backend, o: Opening) -> AsyncStore:
+    """``open_store`` for asyncio."""
+    if backend.encodes_values:
+        return _takes_codec(backend, backend.open_async(o), o)
+    return AsyncCodedStore(backend.open_async(_underneath(o)), o.codec, o.max_state_bytes)
+
+
+def _underneath(o: Opening) -> Opening:
+    """What a backend that never sees the codec is opened with: no codec, and room for
+    the encoded values (the plain limit is checked above it)."""
+    return replace(o, codec=None, max_state_bytes=ROOM * state_limit(o.max_state_bytes))
+
+
+S = TypeVar("S", Store, AsyncStore)
+
+
+def _takes_codec(backend: Backend, store: S, o: Opening) -> S:
+    """``store`` if it encodes with the codec it was given, else ``ConfigurationError``
+    (closed first): a store that says it encodes values must not store them plain."""
+    if store.encodes_values and store.codec is o.codec:
+        return store
+    if isinstance(store, Store):
+        store.close()
+    raise ConfigurationError(
+        f"the store backend {backend.scheme!r} declares that its stores encode values "
+        f"themselves (Backend(encodes_values=True)), but its {store.kind} "
+        + (
+            "does not (encodes_values is False)"
+            if not store.encodes_values
+            else "did not take the codec it was given (its codec is not Opening.codec)"
+        )
+        + ": values would be stored without the configured codec. Give the store "
+        "Opening.codec, or drop encodes_values and let durable-steps encode for it",
+        variable="DURABLE_CODEC",
+    )

@@ -41,6 +41,7 @@ import durable_steps as ds
 
 from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
 from ..seam.codec import ValueCodec
+from ..seam.coded import AsyncCodedStore, CodedStore
 from ..stores import registry
 from . import _codec
 from ._emulator import IMAGE, EmulatorError, no_docker_engine, start_emulator, wait_ready
@@ -225,6 +226,9 @@ class OpenStore:
     cosmos: CosmosEndpoint | None = None  # cosmos-local, cosmos-emulator
     write_raw: Callable[[ds.Store | ds.AsyncStore, str, object], None] | None = None
     """A registered backend's: stores a checkpoint as it is, for tests of damaged ones."""
+    raw_bytes: Callable[[], bytes] | None = None
+    """A registered backend's: everything the store holds, as bytes (``Backend.raw_bytes``,
+    else the files under the directory ``fresh`` was given)."""
 
 
 @contextmanager
@@ -275,16 +279,32 @@ def _registered(
             f"the store backend {name!r} has no fresh(directory) -> URL, so it cannot make an "
             "empty store per test; give its Backend one"
         )
-    url = backend.fresh(request.getfixturevalue("tmp_path"))
+    directory = request.getfixturevalue("tmp_path")
+    url = backend.fresh(directory)
     opening = registry.Opening(url, dict(os.environ), codec=codec)
     store: ds.Store | ds.AsyncStore = (
-        backend.open_async(opening) if is_async else backend.open(opening)
+        registry.open_async_store(backend, opening)
+        if is_async
+        else registry.open_store(backend, opening)
     )
+    # The backend's hooks are given its own store, under the library's codec.
+    inner = store.inner if isinstance(store, CodedStore | AsyncCodedStore) else store
+    write, raw = backend.write_raw, backend.raw_bytes
     try:
-        yield OpenStore(name, store, write_raw=backend.write_raw)
+        yield OpenStore(
+            name,
+            store,
+            write_raw=None if write is None else lambda _, run_id, doc: write(inner, run_id, doc),
+            raw_bytes=(lambda: raw(inner)) if raw is not None else (lambda: files_under(directory)),
+        )
     finally:
         if isinstance(store, ds.Store):
             store.close()
+
+
+def files_under(directory: Path) -> bytes:
+    """Every file under ``directory``, concatenated (a backend's raw bytes by default)."""
+    return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
 
 
 def _backend_of(request: pytest.FixtureRequest) -> str:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..runner.clock import now
 from ..runner.workflow import Workflow
-from ..seam.errors import StopRequested
+from ..seam.errors import CodecError, StopRequested
 from ..seam.store import AsyncStore, Store, ThreadedStore
 from .discovery import Look
 from .recovery import Recovered, known_workflows, recover_one, recover_one_async
@@ -92,6 +92,9 @@ class Fleet:
         self.concurrency, self.lease, self.owner = concurrency, lease, owner
         self.echo, self.stop = echo, stop
         self.running: dict[asyncio.Future[Recovered], str] = {}
+        self.undecodable: set[str] = set()
+        """Runs this worker cannot decode (a key it lacks, or another key under the
+        same id): said once, then left for a worker that can -- nothing was written."""
         self.wakes: list[float] = []
         """(Monotonic) wake times of runs this worker put to sleep."""
         self.claims = Claims(stop.is_set)
@@ -131,11 +134,22 @@ class Fleet:
             except StopRequested as stopped:
                 self.echo(f"run {run_id}: released {_where(stopped)} (stopping)")
                 continue
+            if isinstance(outcome.error, CodecError):
+                self._cannot_decode(run_id, outcome.error)
+                continue
             self.echo(outcome)
             wake_at = getattr(outcome.error, "wake_at", None)
             if outcome.outcome == "waiting" and wake_at is not None:
                 # (a hair after it: the look asks the wall clock what is due)
                 self.wakes.append(_monotonic() + max(0.0, wake_at - now()) + 0.01)
+
+    def _cannot_decode(self, run_id: str, error: CodecError) -> None:
+        if run_id not in self.undecodable:
+            self.undecodable.add(run_id)
+            self.echo(
+                f"run {run_id}: cannot be decoded by this worker (key {error.key_id!r}); "
+                f"left for a worker that has that key, and not taken again here: {error}"
+            )
 
     def close(self) -> None:
         if self.pool is not None:
@@ -237,7 +251,7 @@ async def _looks(
         # then: one this worker put to sleep, or one the last look saw coming.
         if fleet.slots > 0 and _monotonic() >= min([next_look, *wakes]):
             began = _monotonic()
-            busy = set(fleet.running.values())
+            busy = set(fleet.running.values()) | fleet.undecodable
             found, soon = await asyncio.to_thread(look.take, fleet.slots, busy, interval)
             for run_id, name in found:
                 fleet.start(run_id, name)

@@ -153,8 +153,8 @@ class Values:
 
     @staticmethod
     def _refuse(where: str, path: str, value: object, why: str) -> None:
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        # Its type and place only: a value may be a secret, and messages reach logs.
+        shown = f"a {type(value).__qualname__}"
         raise InvalidStateError(
             f"checkpoint {where!r}: the value at {path or 'the top'} ({shown}) cannot be kept: "
             f"it is {why}. Nothing was saved (no pickle here: values are JSON)",

@@ -11,6 +11,7 @@ run is upgraded on disk by its next save.
 - ``id_layout``: an item of a Cosmos DB container of the earlier ``/id`` layout (the
   whole checkpoint in one item): the document it holds, and the status of its schema 1
   items as the listing query asks for it.
+- ``base85``: the bytes of an encoded value of the first codec (``$ds: 1``).
 
 The seam imports no store: these functions know representations, not backends. The
 Cosmos DB store still *writes* the ``/id`` layout into a container of that layout

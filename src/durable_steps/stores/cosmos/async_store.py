@@ -42,6 +42,7 @@ class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncSto
     """
 
     kind = "CosmosStore"
+    encodes_values = True  # a save's change, through seam.encoded's Coder (plan.py)
 
     def __init__(
         self,

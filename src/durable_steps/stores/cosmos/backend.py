@@ -146,7 +146,13 @@ def describe(o: Opening) -> dict[str, Any]:
     return described
 
 
-BACKEND = Backend("cosmos", *opened_by(_open), url_from_env=url_from_env, describe=describe)
+BACKEND = Backend(
+    "cosmos",
+    *opened_by(_open),
+    encodes_values=True,
+    url_from_env=url_from_env,
+    describe=describe,
+)
 
 
 def cosmos_module() -> ModuleType:

@@ -88,6 +88,7 @@ class CosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, Store):
     """
 
     kind = "CosmosStore"
+    encodes_values = True  # a save's change, through seam.encoded's Coder (plan.py)
 
     def __init__(
         self,

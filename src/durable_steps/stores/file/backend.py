@@ -92,6 +92,7 @@ def describe(o: Opening) -> dict[str, Any]:
 BACKEND = Backend(
     "file",
     *opened_by(_open),
+    encodes_values=True,
     url_from_env=url_from_env,
     location_variable="DURABLE_FILE_PATH",
     describe=describe,

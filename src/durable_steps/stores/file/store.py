@@ -47,7 +47,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
-from ...seam.encoded import decoded
+from ...seam.encoded import Coder, decoded
 from ...seam.errors import (
     ConflictError,
     CorruptCheckpointError,
@@ -99,6 +99,7 @@ class FileStore(Store):
     (``ValueCodec``, ``seam.encoded``)."""
 
     kind = "FileStore"
+    encodes_values = True  # a save's change, through seam.encoded's Coder
 
     def __init__(
         self,
@@ -118,7 +119,7 @@ class FileStore(Store):
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._writer = Writer(self.path, self.max_state_bytes, self.history, codec)
+        self._writer = Writer(self.path, self.max_state_bytes, self.history)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             fresh = not self._runs.is_dir()
@@ -183,7 +184,8 @@ class FileStore(Store):
                 assert held is not None
                 bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
                 expires = self._expiry.note(target.name, checkpoint, doc["updated_at"])
-                written = self._writer.save(held, target, checkpoint, doc, signals)
+                coder = Coder(self.codec, checkpoint.run_id)  # the codec as it is now
+                written = self._writer.save(held, target, checkpoint, doc, signals, coder=coder)
                 self._due.noted(target.name, bucket, etag)
                 self._expiry.noted(target.name, expires, etag)
         except OSError as exc:

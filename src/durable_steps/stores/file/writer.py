@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...seam.checkpoint import Checkpoint
-from ...seam.codec import Codec
 from ...seam.document import dumps, from_document
 from ...seam.encoded import Coder
 from ...seam.errors import conflict
@@ -61,11 +60,9 @@ class Writer:
         store: Path,
         max_state_bytes: int,
         history: Keep | None = None,
-        codec: Codec | None = None,
     ) -> None:
         self.store, self.max_state_bytes = store, max_state_bytes
         self.history = history or Keep()
-        self.codec = codec
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
 
@@ -98,8 +95,17 @@ class Writer:
             stripe.done(file)
 
     def save(
-        self, stripe: Stripe, target: Path, cp: Checkpoint, doc: dict[str, Any], signals: object
+        self,
+        stripe: Stripe,
+        target: Path,
+        cp: Checkpoint,
+        doc: dict[str, Any],
+        signals: object,
+        *,
+        coder: Coder,
     ) -> int:
+        """Write ``cp`` (its document ``doc``), its values through ``coder`` (the store's
+        codec, held by the store alone: a later ``store.codec = ...`` reaches saves)."""
         meta = runfile.meta_of(doc)
         path = str(target)
         file = stripe.open_run(path)
@@ -118,7 +124,7 @@ class Writer:
                     known is None or not (known.signals is signals or known.signals == signals),
                     end.sizes,
                     calls=None if known is None else known.calls,
-                    coder=Coder(self.codec, cp.run_id),
+                    coder=coder,
                 )
                 # Sizes unknown (the record before is an earlier version's): a new file
                 # measures them. Compact once the file would outgrow 4x the snapshot.
@@ -144,7 +150,7 @@ class Writer:
         if self.history.on and file is not None:
             # History: the superseded log is kept, not dropped (``history``).
             kept_logs.keep_log(self.store, target, self.history, cp.step)
-        body, whole = runfile.body(doc, None, None, True, None, coder=Coder(self.codec, cp.run_id))
+        body, whole = runfile.body(doc, None, None, True, None, coder=coder)
         assert whole is not None  # every part written whole is measured
         check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
         meta["sizes"] = whole
