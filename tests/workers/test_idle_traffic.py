@@ -6,6 +6,7 @@ directories of a FileStore. Counted per look, not per second: no timing in the t
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -119,5 +120,62 @@ def test_an_idle_workers_looks_cost_the_same_at_10_and_2000_runs(
     look, and bytes within 64 per request (headers: dates, session tokens, ids)."""
     few, many = traffic(FEW), traffic(MANY)
     assert few[0] >= LOOKS, few
+    assert many[0] == few[0], (few, many)
+    assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)
+
+
+@pytest.fixture(params=["file", "cosmos-local", "cosmos-local-async"])
+def recovering(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[int], Counted]:
+    """A function: what ``recover`` (``recover_async``) reads of a fresh store of n runs,
+    finished or leased by a live worker, none to take: file operations, or requests
+    and bytes to cosmos-local."""
+    quiet = ds.Workflow("idle", [])
+    if request.param == "file":
+
+        def file_reads(n: int) -> Counted:
+            with ds.FileStore(tmp_path / f"store-{n}") as store:
+                _fill(store, "idle", n)
+                ops = FileOps()
+                ops.thread = threading.get_ident()
+                assert ds.recover(store, [quiet]) == []
+                ops.thread = None
+                return len(ops.seen), 0
+
+        return file_reads
+    cosmos: CosmosEndpoint = request.getfixturevalue("cosmos_local")
+
+    def cosmos_reads(n: int) -> Counted:
+        with in_front_of(cosmos) as (proxied, proxy):
+            direct = replace(proxied, endpoint=proxy.upstream_url)
+            with direct.store() as filler:
+                _fill(filler, "idle", n)
+            if request.param == "cosmos-local":
+                with proxied.store() as store:
+                    store.load("warm")  # (the client's first requests: not counted)
+                    proxy.clear()
+                    assert ds.recover(store, [quiet]) == []
+            else:
+
+                async def once() -> None:
+                    async with proxied.async_store() as store:
+                        await store.load("warm")
+                        proxy.clear()
+                        assert await ds.recover_async(store, [quiet]) == []
+
+                asyncio.run(once())
+            calls = proxy.store_calls()
+            return len(calls), sum(e.sent + e.received for e in calls)
+
+    return cosmos_reads
+
+
+def test_recover_reads_the_same_at_10_and_2000_runs(
+    recovering: Callable[[int], Counted],
+) -> None:
+    """``recover`` goes through the look a worker makes (``Store.takeable``), not a
+    listing of every run: at 2,000 finished or leased runs it reads what it reads at 10
+    (the same file operations or requests, bytes within 64 a request)."""
+    few, many = recovering(FEW), recovering(MANY)
+    assert few[0] >= 1, few
     assert many[0] == few[0], (few, many)
     assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)
