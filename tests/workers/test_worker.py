@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import textwrap
 import threading
 import time
@@ -207,3 +208,19 @@ def test_a_look_lists_each_workflows_runs_once_and_wakes_at_a_timer_it_saw(
         serving.join(60)
     assert store.load(run_id).state == {"woke": True}
     assert listed[:8] == ["running", "waiting"] * 4  # two looks, two workflows
+
+
+@pytest.mark.parametrize(("missing", "extra"), [("croniter", "schedules"), ("zstandard", "zstd")])
+def test_a_module_that_needs_a_missing_extra_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str, extra: str
+) -> None:
+    """A workflows module that imports an optional dependency that is not installed: the
+    worker says which extra installs it, not "cannot import" the user's module."""
+    from durable_steps.workers.loop import load_workflows
+
+    name = f"needs_{missing}_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(f"import {missing}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, missing, None)  # (as if not installed)
+    with pytest.raises(ds.MissingExtraError, match=rf"durable-steps\[{extra}\]"):
+        load_workflows(f"{name}:FLOWS")

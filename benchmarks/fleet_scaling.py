@@ -1,0 +1,111 @@
+"""Part 15's scaling and the fleet table: the same workload at 1, 2, 4 and 8 worker
+processes, ours on FileStore and DBOS queues on SQLite, runs/s and CPU seconds per run
+(all the workers' user + sys over the timed part, from the processes' own counters);
+then the judged rows that put the fleet beside DBOS -- throughput, CPU per run, lost
+claims, pickup -- from the measurements of this bench run (``fleet_runs.RESULTS``).
+
+On a 2-core machine throughput is bounded by CPU, so CPU per run is the figure that
+carries to a bigger machine. The scaling runs are smaller than the headline's (2,000
+runs ours, 1,000 DBOS's) to keep the bench's time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .common import Table, ms
+from .fleet_runs import RESULTS, Measured, dbos_runs, ours
+
+COUNTS = (1, 2, 4, 8)
+
+
+def scaling(table: Table, base: Path, quick: bool) -> None:
+    counts = (1, 2) if quick else COUNTS
+    n_ours, n_dbos = (20, 20) if quick else (2_000, 1_000)
+    try:
+        import dbos  # noqa: F401
+
+        peer = True
+    except ImportError:
+        peer = False
+    for k in counts:
+        path = base / f"fleet-scaling-{k}"
+        env = {**os.environ, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(path / "store")}
+        mine = RESULTS[f"scale-file-{k}"] = ours(None, "FileStore", env, path, n_ours, workers=k)
+        theirs = None
+        if peer:
+            theirs = RESULTS[f"scale-dbos-{k}"] = dbos_runs(base / f"fleet-scaling-dbos-{k}",
+                                                            n_dbos, k)  # fmt: skip
+        table.add(
+            "15",
+            f"scaling: {k} worker process{'es' if k > 1 else ''}, ours (FileStore) / DBOS",
+            f"{mine.rate:.0f} / {theirs.rate:.0f} runs/s" if theirs else f"{mine.rate:.0f} runs/s",
+            note=f"CPU a run {_cpu(mine)} / {_cpu(theirs) if theirs else '-'}; lost claims a "
+            f"run {mine.lost / mine.n:.3f}; {n_ours:,} runs ours, {n_dbos:,} DBOS",
+        )
+
+
+def _cpu(m: Measured) -> str:
+    return f"{m.cpu_per_run * 1000:.2f} ms"
+
+
+def fleet_table(table: Table) -> None:
+    """The judged rows, from what this run measured (a row is left out when its parts
+    did not run)."""
+    r = RESULTS
+    if "file" in r and "dbos" in r:
+        f, d = r["file"], r["dbos"]
+        table.judge(
+            "15",
+            "fleet: FileStore throughput : DBOS's (8 processes each)",
+            f"{f.rate:.0f} / {d.rate:.0f} runs/s",
+            f.rate / d.rate,
+            2.0,
+            at_least=True,
+            note=f"{f.n:,} runs ours, {d.n:,} DBOS's, in this bench run",
+        )
+    if "cosmos" in r and "dbos" in r:
+        c, d = r["cosmos"], r["dbos"]
+        table.judge(
+            "15",
+            "fleet: cosmos-local throughput : DBOS's (8 processes each)",
+            f"{c.rate:.0f} / {d.rate:.0f} runs/s",
+            c.rate / d.rate,
+            1.0,
+            at_least=True,
+            note=f"workers' CPU a run {_cpu(c)} (the rest is the one Node.js test server)",
+        )
+    if "file" in r:
+        f = r["file"]
+        table.judge(
+            "15",
+            "fleet: claims lost to another worker, a run (FileStore, 8 processes)",
+            f"{f.lost:,} of {f.n:,} runs",
+            f.lost / f.n,
+            0.1,
+            unit="",
+            note="each look offers its due runs from a random place, no more than its slots",
+        )
+    top = max((k for k in (1, 2, 4, 8) if f"scale-file-{k}" in r and f"scale-dbos-{k}" in r),
+              default=None)  # fmt: skip
+    if top is not None:
+        mine, theirs = r[f"scale-file-{top}"], r[f"scale-dbos-{top}"]
+        table.judge(
+            "15",
+            f"fleet: CPU a run, ours : DBOS's ({top} processes)",
+            f"{_cpu(mine)} / {_cpu(theirs)}",
+            mine.cpu_per_run / theirs.cpu_per_run,
+            0.5,
+            note="all workers' user + sys over the timed part, from the scaling rows",
+        )
+    for kind in ("start", "signal", "child"):
+        key = f"pickup-file-{kind}"
+        if key in r and "pickup-dbos-start" in r:
+            m, d = r[key], r["pickup-dbos-start"]
+            table.add(
+                "15",
+                f"fleet: pickup p50 / p99, FileStore ({kind}) beside DBOS (enqueue)",
+                f"{ms(m.pickup(0.5))} / {ms(m.pickup(0.99))}",
+                note=f"DBOS {ms(d.pickup(0.5))} / {ms(d.pickup(0.99))}",
+            )
