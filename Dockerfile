@@ -1,7 +1,7 @@
 # The durable-steps worker image: `durable-steps worker` on Python 3.12, with every
 # extra a worker may need -- cosmos (the store), schedules (Schedule's cron), zstd
 # (values compressed elsewhere are read here) and encryption (DURABLE_CODEC) -- at the
-# versions in docker/constraints.txt, on a pinned base image. It cannot be built on the
+# versions in infra/worker-constraints.txt, on a pinned base image. It cannot be built on the
 # project's CI machines (no Docker engine); tests/project/test_dockerfile.py parses it.
 #
 # The image needs its target: your image adds your code and names your workflows
@@ -26,7 +26,7 @@ ENV PYTHONUNBUFFERED=1 \
 
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
-COPY docker/constraints.txt ./
+COPY infra/worker-constraints.txt ./constraints.txt
 COPY src/ ./src/
 RUN pip install -c constraints.txt ".[cosmos,schedules,zstd,encryption]" && rm -rf /src
 

@@ -61,7 +61,7 @@ def test_the_base_image_and_the_dependencies_are_pinned() -> None:
     version = base.partition(":")[2].split("-")[0]
     assert version.count(".") == 2, base
     pins = {}
-    for line in (ROOT / "docker" / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / "infra" / "worker-constraints.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, _, pinned = line.partition("==")
             assert pinned and pinned.strip(), line
