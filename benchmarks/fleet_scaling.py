@@ -58,7 +58,7 @@ def fleet_table(table: Table) -> None:
         f, d = r["file"], r["dbos"]
         table.judge(
             "15",
-            "fleet: FileStore throughput : DBOS's (8 processes each)",
+            f"fleet: FileStore throughput : DBOS's ({f.workers} processes each)",
             f"{f.rate:.0f} / {d.rate:.0f} runs/s",
             f.rate / d.rate,
             2.0,
@@ -69,7 +69,7 @@ def fleet_table(table: Table) -> None:
         c, d = r["cosmos"], r["dbos"]
         table.judge(
             "15",
-            "fleet: cosmos-local throughput : DBOS's (8 processes each)",
+            f"fleet: cosmos-local throughput : DBOS's ({c.workers} processes each)",
             f"{c.rate:.0f} / {d.rate:.0f} runs/s",
             c.rate / d.rate,
             1.0,
@@ -80,7 +80,7 @@ def fleet_table(table: Table) -> None:
         f = r["file"]
         table.judge(
             "15",
-            "fleet: claims lost to another worker, a run (FileStore, 8 processes)",
+            f"fleet: claims lost to another worker, a run (FileStore, {f.workers} processes)",
             f"{f.lost:,} of {f.n:,} runs",
             f.lost / f.n,
             0.1,
