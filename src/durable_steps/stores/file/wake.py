@@ -118,18 +118,25 @@ class Procs:
     def sweep(self, mark: Callable[[], int]) -> int:
         """Each registered process that is gone: its file taken away (by one sweeper),
         then ``mark`` (note its runs due now; how many); the runs marked."""
-        marked = 0
+        taken = []
         with contextlib.suppress(FileNotFoundError):
-            dead = [e.name for e in os.scandir(self.root) if _gone(e.name)]
-            for name in dead:
-                taken = self.root / f".sweep-{name}-{os.getpid()}"
-                try:
-                    os.rename(self.root / name, taken)  # another sweeper may win it
-                except FileNotFoundError:
-                    continue
-                marked += mark()
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(taken)
-            if dead and marked:
-                self.notify()
+            for name in [e.name for e in os.scandir(self.root) if _gone(e.name)]:
+                mine = self.root / f".sweep-{name}-{os.getpid()}"
+                with contextlib.suppress(FileNotFoundError):  # another sweeper won it
+                    os.rename(self.root / name, mine)
+                    taken.append(mine)
+        if not taken:
+            return 0
+        try:
+            marked = mark()  # (one listing, however many died)
+        except BaseException:
+            for mine in taken:  # left for the next look to sweep
+                with contextlib.suppress(OSError):
+                    os.rename(mine, self.root / mine.name.removeprefix(".sweep-").rsplit("-", 1)[0])
+            raise
+        for mine in taken:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(mine)
+        if marked:
+            self.notify()
         return marked
