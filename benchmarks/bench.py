@@ -14,7 +14,9 @@ Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStora
 13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages), 15 ``fleet`` (a
 worker's look with many leased runs; 200 async agents in one worker process) and
-``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
+``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues),
+``fleet_pickup`` (an idle worker's pickup of a start, a signal, a child's end: p50/p99)
+and ``fleet_scaling`` (1/2/4/8 processes, CPU a run; the fleet's rows beside DBOS), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
 concurrency 4). This module owns the table and the command line.
 
