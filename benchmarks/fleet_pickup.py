@@ -24,7 +24,7 @@ from typing import Any
 import durable_steps as ds
 
 from .common import ROOT, Table, ms
-from .fleet_runs import RESULTS, Measured, _client_when_ready, _processes
+from .fleet_runs import RESULTS, Measured, _client_when_ready, _processes, cosmos_env
 
 FLOWS = (
     "import time\n"
@@ -108,11 +108,6 @@ def samples(env: dict[str, str], base: Path, n: int, *, signals: bool) -> dict[s
     return out
 
 
-def _q(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 WHAT = {
     "start": "a started run to its step",
     "signal": "a signal to its waiting run's step",
@@ -126,12 +121,12 @@ def file_pickup(table: Table, base: Path, quick: bool) -> None:
     n = 5 if quick else 40
     got = samples(env, path, n, signals=True)
     for kind, values in got.items():
-        p50, p99 = _q(values, 0.5), _q(values, 0.99)
-        RESULTS[f"pickup-file-{kind}"] = Measured(len(values), 1, 1.0, 0.0, 0, values)
+        m = _kept(f"pickup-file-{kind}", values)
+        p50, p99 = m.pickup(0.5), m.pickup(0.99)
         table.verdict(
             "15",
             f"pickup on FileStore: {WHAT[kind]} (1 idle worker)",
-            f"p50 {ms(p50)}, p99 {ms(p99)}",
+            _p50_p99(m),
             "p50 ≤ 20 ms, p99 ≤ 100 ms",
             p50 <= 0.020 and p99 <= 0.100,
             note=f"{n} samples at random moments; --interval 1 s (the wake-up, not the poll)",
@@ -139,25 +134,27 @@ def file_pickup(table: Table, base: Path, quick: bool) -> None:
 
 
 def cosmos_pickup(table: Table, endpoint: str, base: Path, quick: bool) -> None:
-    from .listing import ds_key
-
-    env = {
-        **os.environ,
-        "DURABLE_STORE": "cosmos",
-        "COSMOS_ENDPOINT": endpoint,
-        "COSMOS_KEY": ds_key(),
-        "COSMOS_CONTAINER": f"pickup-{time.time_ns()}",
-        "COSMOS_CREATE_IF_MISSING": "true",
-    }
+    env = cosmos_env(endpoint, "pickup")
     n = 5 if quick else 20
-    values = samples(env, base / "fleet-pickup-cosmos", n, signals=False)["start"]
-    RESULTS["pickup-cosmos-start"] = Measured(len(values), 1, 1.0, 0.0, 0, values)
+    m = _kept(
+        "pickup-cosmos-start", samples(env, base / "fleet-pickup-cosmos", n, signals=False)["start"]
+    )
     table.add(
         "15",
         "pickup on cosmos-local: a started run to its step (1 idle worker)",
-        f"p50 {ms(_q(values, 0.5))}, p99 {ms(_q(values, 0.99))}",
+        _p50_p99(m),
         note=f"{n} samples at random moments; the poll (--interval 1 s): no local wake-up",
     )
+
+
+def _kept(name: str, values: list[float]) -> Measured:
+    """Pickup latencies, kept for the fleet table."""
+    RESULTS[name] = m = Measured(len(values), 1, 1.0, 0.0, 0, values)
+    return m
+
+
+def _p50_p99(m: Measured) -> str:
+    return f"p50 {ms(m.pickup(0.5))}, p99 {ms(m.pickup(0.99))}"
 
 
 def dbos_pickup(table: Table, base: Path, quick: bool) -> None:
@@ -183,10 +180,9 @@ def dbos_pickup(table: Table, base: Path, quick: bool) -> None:
                 values.append(out["began"] - t0)
         finally:
             client.destroy()
-    RESULTS["pickup-dbos-start"] = Measured(len(values), 1, 1.0, 0.0, 0, values)
     table.add(
         "15",
         "pickup on DBOS queues (SQLite): an enqueued run to its step (1 idle process)",
-        f"p50 {ms(_q(values, 0.5))}, p99 {ms(_q(values, 0.99))}",
+        _p50_p99(_kept("pickup-dbos-start", values)),
         note=f"{n} samples at random moments; polling_interval_sec 1.0",
     )

@@ -229,17 +229,22 @@ def file_fleet(table: Table, base: Path, quick: bool) -> None:
     RESULTS["file"] = ours(table, "FileStore", env, path, 50 if quick else 10_000)
 
 
-def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
+def cosmos_env(endpoint: str, prefix: str) -> dict[str, str]:
+    """The environment of workers on a fresh container of cosmos-local."""
     from .listing import ds_key
 
-    env = {
+    return {
         **os.environ,
         "DURABLE_STORE": "cosmos",
         "COSMOS_ENDPOINT": endpoint,
         "COSMOS_KEY": ds_key(),
-        "COSMOS_CONTAINER": f"fleet-{time.time_ns()}",
+        "COSMOS_CONTAINER": f"{prefix}-{time.time_ns()}",
         "COSMOS_CREATE_IF_MISSING": "true",
     }
+
+
+def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
+    env = cosmos_env(endpoint, "fleet")
     n = 30 if quick else 1_000
     why = "" if quick else "; 1,000, not 10,000: one Node.js process serves every request"
     RESULTS["cosmos"] = ours(table, "cosmos-local", env, base / "fleet-runs-cosmos", n, why=why)

@@ -70,28 +70,19 @@ def fleet_table(table: Table) -> None:
     """The judged rows, from what this run measured (a row is left out when its parts
     did not run)."""
     r = RESULTS
-    if "file" in r and "dbos" in r:
-        f, d = r["file"], r["dbos"]
-        table.judge(
-            "15",
-            f"fleet: FileStore throughput : DBOS's ({f.workers} processes each)",
-            f"{f.rate:.0f} / {d.rate:.0f} runs/s",
-            f.rate / d.rate,
-            2.0,
-            at_least=True,
-            note=f"{f.n:,} runs ours, {d.n:,} DBOS's, in this bench run",
-        )
-    if "cosmos" in r and "dbos" in r:
-        c, d = r["cosmos"], r["dbos"]
-        table.judge(
-            "15",
-            f"fleet: cosmos-local throughput : DBOS's ({c.workers} processes each)",
-            f"{c.rate:.0f} / {d.rate:.0f} runs/s",
-            c.rate / d.rate,
-            1.0,
-            at_least=True,
-            note=f"workers' CPU a run {_cpu(c)} (the rest is the one Node.js test server)",
-        )
+    for ours_, what, limit in (("file", "FileStore", 2.0), ("cosmos", "cosmos-local", 1.0)):
+        if ours_ in r and "dbos" in r:
+            m, d = r[ours_], r["dbos"]
+            table.judge(
+                "15",
+                f"fleet: {what} throughput : DBOS's ({m.workers} processes each)",
+                f"{m.rate:.0f} / {d.rate:.0f} runs/s",
+                m.rate / d.rate,
+                limit,
+                at_least=True,
+                note=f"{m.n:,} runs ours, {d.n:,} DBOS's, in this bench run; the workers' CPU "
+                f"a run {_cpu(m)}",
+            )
     if "file" in r:
         f = r["file"]
         table.judge(
