@@ -20,6 +20,11 @@ is asked by every run before each step and each new durable operation
 releases its lease and ends with ``StopRequested``; the loop starts nothing new and
 returns once every run has ended.
 
+Wake-ups (``wakeups``): where the store can tell a worker that a run became takeable
+(FileStore, on this machine), a datagram moves the next look to now -- no sooner than
+the last look's duration after it ended, so a burst of starts makes one look per look's
+time; the poll every ``--interval`` stays, as the fallback and for other stores.
+
 The loop's structure is kept open for what comes after (queues, schedules): a look
 asks ``take`` for the runs it may start now (``Taker``), and ``slots`` is the one
 place that says how many may start.
