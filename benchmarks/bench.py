@@ -14,7 +14,9 @@ Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStora
 13 ``streams`` (a chunk's cost at 1 and 10,000; writer-to-reader latency), 14
 ``mailbox`` (a send's cost after 1 and 1,000 consumed messages), 15 ``fleet`` (a
 worker's look with many leased runs; 200 async agents in one worker process) and
-``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
+``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues),
+``fleet_pickup`` (an idle worker's pickup of a start, a signal, a child's end: p50/p99)
+and ``fleet_scaling`` (1/2/4/8 processes, CPU a run; the fleet's rows beside DBOS), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
 concurrency 4). This module owns the table and the command line.
 
@@ -69,6 +71,8 @@ PARTS = (
     "mailbox",
     "fleet",
     "fleet-runs",
+    "fleet-pickup",
+    "fleet-scaling",
     "queues",
 )
 
@@ -106,7 +110,9 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         codec,
         console,
         fleet,
+        fleet_pickup,
         fleet_runs,
+        fleet_scaling,
         floors,
         growing,
         history,
@@ -169,7 +175,25 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         "15. the fleet: 8 DBOS processes on one queue (SQLite)",
         lambda: fleet_runs.dbos_fleet(table, base, quick),
     )
+    part(
+        "fleet-pickup",
+        "15. the fleet: pickup on FileStore (wake-ups)",
+        lambda: fleet_pickup.file_pickup(table, base, quick),
+    )
+    part(
+        "fleet-pickup",
+        "15. the fleet: pickup on DBOS queues (SQLite)",
+        lambda: fleet_pickup.dbos_pickup(table, base, quick),
+    )
+    part(
+        "fleet-scaling",
+        "15. the fleet: 1, 2, 4 and 8 worker processes, ours and DBOS",
+        lambda: fleet_scaling.scaling(table, base, quick),
+    )
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
+    if not {"fleet-runs", "fleet-pickup", "fleet-scaling"} <= skip:
+        err.rule("15. the fleet beside DBOS")
+        fleet_scaling.fleet_table(table)
     return broken
 
 
@@ -194,6 +218,7 @@ def cosmos_parts(
         "mailbox",
         "fleet",
         "fleet-runs",
+        "fleet-pickup",
     }
     if parts <= skip:
         return True
@@ -203,6 +228,7 @@ def cosmos_parts(
         console,
         cosmos,
         fleet,
+        fleet_pickup,
         fleet_runs,
         history,
         listing,
@@ -266,6 +292,11 @@ def cosmos_parts(
             "fleet-runs",
             "15. the fleet: 8 worker processes on cosmos-local",
             lambda: fleet_runs.cosmos_fleet(table, endpoint, base, quick),
+        )
+        part(
+            "fleet-pickup",
+            "15. the fleet: pickup on cosmos-local (the poll)",
+            lambda: fleet_pickup.cosmos_pickup(table, endpoint, base, quick),
         )
     return True
 

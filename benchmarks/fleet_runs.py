@@ -23,6 +23,7 @@ The per-look cost with many leased runs is part 15's ``looks`` rows (``fleet.py`
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -33,8 +34,11 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import psutil
 
 import durable_steps as ds
 
@@ -55,8 +59,57 @@ FLOWS = (
 TRIVIAL = ds.Workflow("trivial", [])
 
 
+@dataclass
+class Measured:
+    """One fleet's run of ``n`` trivial runs through ``workers`` processes."""
+
+    n: int
+    workers: int
+    seconds: float
+    """From the first start to the last completion."""
+    cpu: float
+    """All the workers' CPU seconds (user + sys) over the timed part."""
+    lost: int
+    """Claims a worker lost to another (its run was "leased" when it came to it)."""
+    pickups: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.n / self.seconds
+
+    @property
+    def cpu_per_run(self) -> float:
+        return self.cpu / self.n
+
+    def pickup(self, q: float) -> float:
+        ordered = sorted(self.pickups)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+RESULTS: dict[str, Measured] = {}
+"""The measurements of this bench run, by name, for the fleet table (``fleet_table``)."""
+
+
+class Workers(list[int]):
+    """The lines each worker process printed so far, the claims they lost, their pids."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__([0] * n)
+        self.lost = 0
+        self.pids: list[int] = []
+
+    def cpu(self) -> float:
+        """CPU seconds (user + sys) of the processes so far (their threads included)."""
+        total = 0.0
+        for pid in self.pids:
+            with contextlib.suppress(psutil.Error):
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system
+        return total
+
+
 @contextmanager
-def _processes(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> Iterator[list[int]]:
+def _processes(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> Iterator[Workers]:
     """The processes running, and how many lines each has printed so far (read as they
     come: a full pipe would stop a worker); SIGTERM to each at the end, then wait."""
     env = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -65,11 +118,14 @@ def _processes(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> Ite
         subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         for c in commands
     ]
-    lines = [0] * len(procs)
+    lines = Workers(len(procs))
+    lines.pids = [p.pid for p in procs]
 
     def read(i: int, out: IO[bytes]) -> None:
-        for _ in out:
+        for line in out:
             lines[i] += 1
+            if line.rstrip().endswith(b": leased"):
+                lines.lost += 1
 
     for i, proc in enumerate(procs):
         assert proc.stdout is not None
@@ -92,38 +148,52 @@ def _workers(n: int) -> int:
     return WORKERS if n >= 100 else 2
 
 
-def _report(
-    table: Table, what: str, n: int, rows: list[tuple[float, float, float]], why: str = ""
-) -> None:
+def measured(
+    rows: list[tuple[float, float, float]], workers: int, cpu: float, lost: int
+) -> Measured:
     """rows: (started, began, completed) wall times of each run."""
     first, last = min(r[0] for r in rows), max(r[2] for r in rows)
-    started = max(r[0] for r in rows) - first
-    pickups = sorted(r[1] - r[0] for r in rows)
-    p50, p99 = pickups[len(pickups) // 2], pickups[min(len(pickups) - 1, int(len(pickups) * 0.99))]
+    return Measured(len(rows), workers, last - first, cpu, lost, [r[1] - r[0] for r in rows])
+
+
+def _report(table: Table, what: str, m: Measured, why: str = "") -> None:
     table.add(
         "15",
-        f"{what}: {n:,} trivial runs, {_workers(n)} worker processes",
-        f"{n / (last - first):.0f} runs/s",
-        note=f"pickup (start to step) p50 {ms(p50)}, p99 {ms(p99)}; {last - first:.1f} s "
-        f"(started by {STARTERS} threads at {n / max(started, 1e-9):.0f}/s); concurrency "
-        f"{CONCURRENCY} per process, interval {INTERVAL:g} s{why}",
+        f"{what}: {m.n:,} trivial runs, {m.workers} worker processes",
+        f"{m.rate:.0f} runs/s",
+        note=f"pickup (start to step) p50 {ms(m.pickup(0.5))}, p99 {ms(m.pickup(0.99))}; "
+        f"{m.seconds:.1f} s; CPU {m.cpu_per_run * 1000:.2f} ms a run (all workers' user + "
+        f"sys); {m.lost / m.n:.3f} lost claims a run; concurrency {CONCURRENCY} per "
+        f"process, interval {INTERVAL:g} s{why}",
     )
 
 
 def ours(
-    table: Table, name: str, env: dict[str, str], base: Path, n: int, *, why: str = ""
-) -> None:
+    table: Table | None,
+    name: str,
+    env: dict[str, str],
+    base: Path,
+    n: int,
+    *,
+    workers: int | None = None,
+    why: str = "",
+) -> Measured:
     base.mkdir(parents=True)
     (base / "flows.py").write_text(FLOWS)
     script = str(Path(sys.executable).with_name("durable-steps"))
     command = [script, "worker", "flows:FLOWS", "--concurrency", str(CONCURRENCY)]
     command += ["--interval", str(INTERVAL)]
+    k = workers or _workers(n)
     with ds.store_from_env(env) as store:
         store.load("warm")  # (Cosmos DB: the container made before the workers start)
-        with _processes([command] * _workers(n), base, env) as lines:
+        with _processes([command] * k, base, env) as lines:
             _warm(store, lines)
+            cpu, lost = lines.cpu(), lines.lost
             rows = _timed(store, n)
-    _report(table, name, n, rows, why)
+            m = measured(rows, k, lines.cpu() - cpu, lines.lost - lost)
+    if table is not None:
+        _report(table, name, m, why)
+    return m
 
 
 def _warm(store: ds.Store, lines: list[int]) -> None:
@@ -156,23 +226,28 @@ def _timed(store: ds.Store, n: int) -> list[tuple[float, float, float]]:
 def file_fleet(table: Table, base: Path, quick: bool) -> None:
     path = base / "fleet-runs"
     env = {**os.environ, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(path / "store")}
-    ours(table, "FileStore", env, path, 50 if quick else 10_000)
+    RESULTS["file"] = ours(table, "FileStore", env, path, 50 if quick else 10_000)
 
 
-def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
+def cosmos_env(endpoint: str, prefix: str) -> dict[str, str]:
+    """The environment of workers on a fresh container of cosmos-local."""
     from .listing import ds_key
 
-    env = {
+    return {
         **os.environ,
         "DURABLE_STORE": "cosmos",
         "COSMOS_ENDPOINT": endpoint,
         "COSMOS_KEY": ds_key(),
-        "COSMOS_CONTAINER": f"fleet-{time.time_ns()}",
+        "COSMOS_CONTAINER": f"{prefix}-{time.time_ns()}",
         "COSMOS_CREATE_IF_MISSING": "true",
     }
+
+
+def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
+    env = cosmos_env(endpoint, "fleet")
     n = 30 if quick else 1_000
     why = "" if quick else "; 1,000, not 10,000: one Node.js process serves every request"
-    ours(table, "cosmos-local", env, base / "fleet-runs-cosmos", n, why=why)
+    RESULTS["cosmos"] = ours(table, "cosmos-local", env, base / "fleet-runs-cosmos", n, why=why)
 
 
 # -- DBOS queues on SQLite -------------------------------------------------------------
@@ -213,34 +288,41 @@ def dbos_fleet(table: Table, base: Path, quick: bool) -> None:
         )
         return
     n = 30 if quick else 1_000
-    path = base / "fleet-dbos"
+    why = "" if quick else "; 1,000, not 10,000: 8 processes on one SQLite file"
+    RESULTS["dbos"] = m = dbos_runs(base / "fleet-dbos", n, _workers(n))
+    _report(table, "DBOS queues (SQLite)", m, why)
+
+
+def dbos_runs(path: Path, n: int, workers: int) -> Measured:
+    """n trivial runs through ``workers`` DBOS processes on one queue (SQLite)."""
     path.mkdir()
     command = [sys.executable, "-m", "benchmarks.fleet_runs", "dbos-worker", str(path)]
     url = f"sqlite:///{path / 'dbos.sqlite'}"
     # One worker first: it makes the system database's tables (eight at once race on
     # SQLite's schema), and a warm-up run through it says the tables are there.
-    with _processes([command], ROOT, dict(os.environ)):
+    with _processes([command], ROOT, dict(os.environ)) as first:
         client = _client_when_ready(url)
         try:
-            with _processes([command] * (_workers(n) - 1), ROOT, dict(os.environ)) as lines:
+            with _processes([command] * (workers - 1), ROOT, dict(os.environ)) as lines:
                 options: Any = {"queue_name": "fleet", "workflow_name": "trivial"}
                 deadline = time.monotonic() + 300
                 for i in itertools.count():  # as _warm: until every worker ran one
                     if all(lines) or time.monotonic() > deadline:
                         break
                     client.enqueue({**options, "workflow_id": f"warm-{i}"}, 0.0).get_result()
+                cpu = first.cpu() + lines.cpu()
                 ids = [f"fleet-{i:05d}" for i in range(n)]
                 with ThreadPoolExecutor(STARTERS) as pool:
                     list(pool.map(lambda r: client.enqueue({**options, "workflow_id": r},
                                                            time.time()), ids))  # fmt: skip
                 for run_id in ids:
                     client.retrieve_workflow(run_id).get_result()
+                cpu = first.cpu() + lines.cpu() - cpu
                 done = client.list_workflows(workflow_id_prefix="fleet-", load_input=False)
         finally:
             client.destroy()
     rows = [(w.output["t0"], w.output["began"], w.updated_at / 1000) for w in done]
-    why = "" if quick else "; 1,000, not 10,000: 8 processes on one SQLite file"
-    _report(table, "DBOS queues (SQLite)", n, rows, why)
+    return measured(rows, workers, cpu, 0)
 
 
 def _client_when_ready(url: str) -> Any:

@@ -22,9 +22,10 @@ def leftovers(backend: Backend, run_id: str) -> list[Any]:
     file store's directory, items of its partition in a Cosmos DB container, entries
     of a memory store."""
     if backend.path is not None:
-        # (due/: the worker's index of runs to take -- hints, a stale one dropped by a look)
+        # (due/: the worker's index of runs to take -- hints, a stale one dropped by a look;
+        # procs/: the processes that hold leases on the store, not any run's)
         kept = [p for p in backend.path.rglob("*") if p.is_file()]
-        return [p for p in kept if "locks" not in p.parts and "due" not in p.parts]
+        return [p for p in kept if not {"locks", "due", "procs"} & set(p.parts)]
     if backend.cosmos is not None:
         query = "SELECT c.id FROM c WHERE c.run = @run"
         params: list[dict[str, Any]] = [{"name": "@run", "value": run_id}]

@@ -6,11 +6,13 @@ directories of a FileStore. Counted per look, not per second: no timing in the t
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -85,30 +87,48 @@ def traffic(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[int], C
         def file_traffic(n: int) -> Counted:
             with ds.FileStore(tmp_path / f"store-{n}") as store:
                 _fill(store, "idle", n)
-                look, ops = _idle_looks(store, "idle"), FileOps()
-                ops.thread = threading.get_ident()
-                for _ in range(LOOKS):
-                    assert look.take(4, set(), 1.0)[0] == []
-                ops.thread = None
-                return len(ops.seen), 0
+                look = _idle_looks(store, "idle")
+                return _file_ops(lambda: _looks(look))
 
         return file_traffic
     cosmos: CosmosEndpoint = request.getfixturevalue("cosmos_local")
 
     def cosmos_traffic(n: int) -> Counted:
-        with in_front_of(cosmos) as (proxied, proxy):
-            direct = replace(proxied, endpoint=proxy.upstream_url)
-            with direct.store() as filler:
-                _fill(filler, "idle", n)
-            with proxied.store() as store:
-                look = _idle_looks(store, "idle")
-                proxy.clear()
-                for _ in range(LOOKS):
-                    assert look.take(4, set(), 1.0)[0] == []
-                calls = proxy.store_calls()
-                return len(calls), sum(e.sent + e.received for e in calls)
+        with _cosmos_filled(cosmos, n) as (proxied, proxy), proxied.store() as store:
+            look = _idle_looks(store, "idle")
+            proxy.clear()
+            _looks(look)
+            return _requests(proxy)
 
     return cosmos_traffic
+
+
+def _looks(look: Look) -> None:
+    for _ in range(LOOKS):
+        assert look.take(4, set(), 1.0)[0] == []
+
+
+def _file_ops(act: Callable[[], object]) -> Counted:
+    """The file operations ``act`` makes in this thread."""
+    ops = FileOps()
+    ops.thread = threading.get_ident()
+    act()
+    ops.thread = None
+    return len(ops.seen), 0
+
+
+@contextmanager
+def _cosmos_filled(cosmos: CosmosEndpoint, n: int) -> Iterator[tuple[CosmosEndpoint, Any]]:
+    """A fresh container of n runs (``_fill``) behind a counting proxy."""
+    with in_front_of(cosmos) as (proxied, proxy):
+        with replace(proxied, endpoint=proxy.upstream_url).store() as filler:
+            _fill(filler, "idle", n)
+        yield proxied, proxy
+
+
+def _requests(proxy: Any) -> Counted:
+    calls = proxy.store_calls()
+    return len(calls), sum(e.sent + e.received for e in calls)
 
 
 def test_an_idle_workers_looks_cost_the_same_at_10_and_2000_runs(
@@ -119,5 +139,58 @@ def test_an_idle_workers_looks_cost_the_same_at_10_and_2000_runs(
     look, and bytes within 64 per request (headers: dates, session tokens, ids)."""
     few, many = traffic(FEW), traffic(MANY)
     assert few[0] >= LOOKS, few
+    assert many[0] == few[0], (few, many)
+    assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)
+
+
+@pytest.fixture(params=["file", "cosmos-local", "cosmos-local-async"])
+def recovering(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[int], Counted]:
+    """A function: what ``recover`` (``recover_async``) reads of a fresh store of n runs,
+    finished or leased by a live worker, none to take: file operations, or requests
+    and bytes to cosmos-local."""
+    quiet = ds.Workflow("idle", [])
+    if request.param == "file":
+
+        def file_reads(n: int) -> Counted:
+            with ds.FileStore(tmp_path / f"store-{n}") as store:
+                _fill(store, "idle", n)
+                return _file_ops(lambda: _nothing(ds.recover(store, [quiet])))
+
+        return file_reads
+    cosmos: CosmosEndpoint = request.getfixturevalue("cosmos_local")
+
+    def cosmos_reads(n: int) -> Counted:
+        with _cosmos_filled(cosmos, n) as (proxied, proxy):
+            if request.param == "cosmos-local":
+                with proxied.store() as store:
+                    store.load("warm")  # (the client's first requests: not counted)
+                    proxy.clear()
+                    _nothing(ds.recover(store, [quiet]))
+            else:
+
+                async def once() -> None:
+                    async with proxied.async_store() as store:
+                        await store.load("warm")
+                        proxy.clear()
+                        _nothing(await ds.recover_async(store, [quiet]))
+
+                asyncio.run(once())
+            return _requests(proxy)
+
+    return cosmos_reads
+
+
+def _nothing(recovered: list[ds.Recovered]) -> None:
+    assert recovered == []
+
+
+def test_recover_reads_the_same_at_10_and_2000_runs(
+    recovering: Callable[[int], Counted],
+) -> None:
+    """``recover`` goes through the look a worker makes (``Store.takeable``), not a
+    listing of every run: at 2,000 finished or leased runs it reads what it reads at 10
+    (the same file operations or requests, bytes within 64 a request)."""
+    few, many = recovering(FEW), recovering(MANY)
+    assert few[0] >= 1, few
     assert many[0] == few[0], (few, many)
     assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)

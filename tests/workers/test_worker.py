@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import sys
 import textwrap
 import threading
 import time
@@ -258,3 +259,19 @@ def test_a_worker_without_the_runs_key_says_so_once_and_leaves_it(
         after = s.load(run_id)
         assert after is not None and after.etag == before.etag  # nothing was written
         assert flow.run(run_id, s) == {"secret": "TOPSECRET", "seen": "TOPSECRET"}
+
+
+@pytest.mark.parametrize(("missing", "extra"), [("croniter", "schedules"), ("zstandard", "zstd")])
+def test_a_module_that_needs_a_missing_extra_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str, extra: str
+) -> None:
+    """A workflows module that imports an optional dependency that is not installed: the
+    worker says which extra installs it, not "cannot import" the user's module."""
+    from durable_steps.workers.loop import load_workflows
+
+    name = f"needs_{missing}_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(f"import {missing}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, missing, None)  # (as if not installed)
+    with pytest.raises(ds.MissingExtraError, match=rf"durable-steps\[{extra}\]"):
+        load_workflows(f"{name}:FLOWS")

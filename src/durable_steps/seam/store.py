@@ -157,6 +157,13 @@ class Store(ABC):
         seconds (a crashed save's leftovers); how many items went. Nothing, by default."""
         return 0
 
+    def wake_on_start(self, port: int) -> bool:
+        """Ask to be sent a UDP datagram on 127.0.0.1:``port`` whenever a save on this
+        machine makes a run takeable now (a start, a signal, a child's end): an idle
+        worker then looks at once instead of at its next poll. False: this backend
+        does not (its workers poll); the default."""
+        return False
+
     # -- history and retention -------------------------------------------------------
 
     def run_history(self, run_id: str) -> list[StepRecord] | None:

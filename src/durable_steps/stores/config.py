@@ -109,9 +109,7 @@ def async_store_for(
     if name == "env":
         return async_store_from_env(env, create=create)
     url = url_for(name, env)
-    return registry.open_async_store(
-        registry.backend_for(url), _opening(url, env, create, name)
-    )
+    return registry.open_async_store(registry.backend_for(url), _opening(url, env, create, name))
 
 
 def url_for(name: str, env: Mapping[str, str]) -> str:

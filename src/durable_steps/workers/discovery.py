@@ -8,12 +8,20 @@ grows with the runs to take, not with the runs that live workers hold. What the
 store answers is a hint: each run's lease is checked here again (``_Picker``) and at
 its claim, by a conditional save.
 
+Under a backlog, a look reads no more runs than it has free slots (unqueued workflows:
+a queue orders every due run by priority first), and the store offers each look its
+due runs from a different place (FileStore: a random start in each bucket of its
+index), so that several workers' looks do not all offer -- and race to claim -- the
+same oldest runs: a claim lost to another worker is a wasted load and save.
+
 The worker's first look is a full one (``candidates``: every running run of its
 workflows): it also takes back, at once, runs whose lease is still running but whose
 holder is visibly gone (a process of this machine that died) or is this worker's own
 stable ``--owner`` (a restarted worker) -- which a filter on lease expiry would leave
-until the lease expires. Later looks are cheap; a lease of a worker that dies later is
-taken over when it expires (at most ``lease`` seconds, the documented bound).
+until the lease expires. Later looks are cheap. A lease of a worker that dies later is taken
+over when the store can tell the process is gone -- FileStore: at the next look of
+every live worker (``stores/file/wake``: the dead process's runs are noted due now) --
+and otherwise when it expires (at most ``lease`` seconds, the documented bound).
 
 ``take`` also returns the wake times (and signal deadlines) due within the next
 interval, so the worker wakes a timer at its time without another look.
@@ -21,14 +29,15 @@ interval, so the worker wakes a timer at its time without another look.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ..runner.clock import now
 from ..runner.workflow import Workflow
 from ..seam.checkpoint import RunInfo
+from ..seam.lease import owner_gone
 from ..seam.store import Store
 from .queues import admitter, by_priority
-from .recovery import _Picker, candidates
+from .recovery import _Picker, candidates, served
 from .retention import Expiry
 
 
@@ -44,18 +53,12 @@ class Look:
     ) -> None:
         self.store, self.known, self.owner, self.lease = store, known, owner, lease
         self.first = True
+        self.queued = any(w.queue is not None for w in known.values())
         self.expiry = Expiry(store)  # retention: finished_ttl on stores without TTL
 
     def served(self, info: RunInfo) -> str | None:
-        """The run's workflow if this worker serves it: a known name, and the version
-        the run is pinned to is the code's (or none yet: ``runner.versions``). What the
-        store answers is a hint; a run of another version is left to its workers."""
-        name = info.workflow
-        if name is None or name not in self.known:
-            return None
-        if info.version is not None and info.version != self.known[name].version:
-            return None
-        return name
+        """The run's workflow if this worker serves it (``recovery.served``)."""
+        return served(info, self.known)
 
     def everything(self) -> list[tuple[str, str]]:
         """(run id, workflow) of every run to take now: a full look (``--once``), and
@@ -95,8 +98,12 @@ class Look:
         t = now()
         pick = _Picker(self.owner, free, busy.__contains__)
         taken: list[tuple[str, str]] = []
-        # Queues: higher priority first (``by_priority``; unqueued runs have none).
-        for info in by_priority(self.store.takeable(list(self.known), at=t + within)):
+        offered: Iterable[RunInfo] = self.store.takeable(list(self.known), at=t + within)
+        if self.queued:
+            offered = by_priority(offered)  # queues: higher priority first, every one read
+        for info in offered:
+            if pick.full() and not self.queued:
+                break  # (read no more than it takes: under a backlog, a look costs its slots)
             name = self.served(info)
             if name is None:
                 continue  # (a backend may answer more than asked: it is a hint)
@@ -118,4 +125,7 @@ class Look:
             if info.wake_at is not None and info.wake_at > t:
                 soon.append(info.wake_at)
             return info.wake_at is not None and info.wake_at <= t
-        return info.status == "running" and (info.lease_expires or 0.0) <= t
+        if info.status != "running":
+            return False
+        gone = info.owner is not None and owner_gone(info.owner)  # a dead process's lease
+        return (info.lease_expires or 0.0) <= t or gone

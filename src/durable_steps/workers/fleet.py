@@ -20,6 +20,11 @@ is asked by every run before each step and each new durable operation
 releases its lease and ends with ``StopRequested``; the loop starts nothing new and
 returns once every run has ended.
 
+Wake-ups (``wakeups``): where the store can tell a worker that a run became takeable
+(FileStore, on this machine), a datagram moves the next look to now -- no sooner than
+the last look's duration after it ended, so a burst of starts makes one look per look's
+time; the poll every ``--interval`` stays, as the fallback and for other stores.
+
 The loop's structure is kept open for what comes after (queues, schedules): a look
 asks ``take`` for the runs it may start now (``Taker``), and ``slots`` is the one
 place that says how many may start.
@@ -43,6 +48,7 @@ from ..seam.store import AsyncStore, Store, ThreadedStore
 from .discovery import Look
 from .recovery import Recovered, known_workflows, recover_one, recover_one_async
 from .schedules import Ticker
+from .wakeups import Wakeup
 
 _monotonic = time.monotonic  # when looks are due; tests replace it with a fake clock
 _POLL = 0.2
@@ -63,9 +69,7 @@ def _coroutine(fn: object) -> bool:
     )
 
 
-async def _wait(
-    fs: Iterable[asyncio.Future[Recovered]], timeout: float
-) -> set[asyncio.Future[Recovered]]:
+async def _wait(fs: Iterable[asyncio.Future[Any]], timeout: float) -> set[asyncio.Future[Any]]:
     """The runs among ``fs`` that end within ``timeout`` (tests replace it)."""
     done, _ = await asyncio.wait(list(fs), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     return done
@@ -98,6 +102,7 @@ class Fleet:
         self.wakes: list[float] = []
         """(Monotonic) wake times of runs this worker put to sleep."""
         self.claims = Claims(stop.is_set)
+        self.wakeup = Wakeup()
         self.pool: ThreadPoolExecutor | None = None
         if not all(self.is_async.values()):
             self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-steps-run")
@@ -122,12 +127,21 @@ class Fleet:
             job = asyncio.get_running_loop().run_in_executor(self.pool, one)
         self.running[job] = run_id
 
-    async def reap(self, timeout: float) -> None:
-        """Wait up to ``timeout`` for runs to end; a line for each that did."""
+    async def reap(self, timeout: float, *, woken: bool = False) -> None:
+        """Wait up to ``timeout`` for runs to end; a line for each that did. ``woken``:
+        a wake-up datagram (``wakeups``) ends the wait too."""
         if not self.running:
-            await asyncio.sleep(timeout)
+            await (self.wakeup.sleep(timeout) if woken else asyncio.sleep(timeout))
             return
-        for job in await _wait(self.running, timeout):
+        waiter = asyncio.ensure_future(self.wakeup.event.wait()) if woken else None
+        try:
+            done = await _wait([*self.running, *([waiter] if waiter else [])], timeout)
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+        for job in done:
+            if job is waiter:
+                continue
             run_id = self.running.pop(job)
             try:
                 outcome = job.result()
@@ -152,6 +166,7 @@ class Fleet:
             )
 
     def close(self) -> None:
+        self.wakeup.close()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
 
@@ -196,6 +211,8 @@ async def serve_async(
         stop=stop,
     )
     look = Look(store, fleet.known, owner, lease)
+    if not once:
+        await fleet.wakeup.open(store)  # looks at once when a run is started (if it can)
     ticks = ticker.poll if ticker is not None and ticker.schedules else None
     try:
         if once:
@@ -242,11 +259,15 @@ async def _looks(
     fleet: Fleet, look: Look, interval: float, ticks: Callable[[], object] | None
 ) -> None:
     """Look, start what was found, rest (``rest_after``), until stopped."""
-    next_look = 0.0
+    next_look, earliest = 0.0, 0.0
     while not fleet.stop.is_set():
         if ticks is not None:
             await asyncio.to_thread(ticks)  # schedules (at most once a second: ``Ticker``)
         wakes = fleet.wakes
+        if fleet.slots > 0 and fleet.wakeup.heard():
+            # A run became takeable: look now -- but rest at least as long as the last
+            # look took (a burst of starts: one look per look's time, not per start).
+            next_look = min(next_look, earliest)
         # Look again when the next look is due -- or when a timer comes due before
         # then: one this worker put to sleep, or one the last look saw coming.
         if fleet.slots > 0 and _monotonic() >= min([next_look, *wakes]):
@@ -259,11 +280,15 @@ async def _looks(
             timers = (ended + max(0.0, w - now()) + 0.01 for w in soon)
             rest = rest_after(ended - began, fleet.claims.last, interval)
             next_look = min([ended + rest, *timers])
+            earliest = ended + (ended - began)
             wakes[:] = [w for w in wakes if w > ended]  # those looked for
         # Wait for a run to end, but not past the next look: a run in progress must not
         # delay the pickup of a started one. Short slices: a signal is seen promptly.
         until = min(_POLL, max(0.0, min([next_look, *wakes]) - _monotonic()))
-        await fleet.reap(until if fleet.slots > 0 else _POLL)  # full: only an end helps
+        if fleet.slots > 0:
+            await fleet.reap(until, woken=_monotonic() < next_look)
+        else:
+            await fleet.reap(_POLL)  # full: only an end helps
 
 
 class Claims:

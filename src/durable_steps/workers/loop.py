@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..runner.workflow import Workflow
-from ..seam.errors import ConfigurationError
+from ..seam.errors import ConfigurationError, MissingExtraError
 from ..seam.store import AsyncStore, Store
 from .fleet import serve_in_loop
 from .recovery import Recovered
@@ -52,7 +52,16 @@ def load_workflows(spec: str) -> list[Workflow | Schedule]:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
+    except MissingExtraError:
+        raise  # (it names the extra to install: saying "cannot import" would hide it)
     except ImportError as exc:
+        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is not None:
+            raise MissingExtraError(
+                f"{module_name!r} needs {exc.name!r}, which is not installed: pip install "
+                f"'durable-steps[{extra}]'",
+                variable="MODULE:ATTR",
+            ) from exc
         raise ConfigurationError(
             f"cannot import {module_name!r} ({exc}); run the worker where the module is "
             "importable (the current directory is), or set PYTHONPATH",
@@ -74,6 +83,18 @@ def load_workflows(spec: str) -> list[Workflow | Schedule]:
             variable="MODULE:ATTR",
         )
     return found
+
+
+_EXTRAS = {
+    "croniter": "schedules",
+    "zstandard": "zstd",
+    "cryptography": "encryption",
+    "azure": "cosmos",
+    "aiohttp": "cosmos",
+    "opentelemetry": "otel",
+}
+"""The optional dependencies a worker's module may miss, by top-level module: the
+extra that installs each (pyproject.toml)."""
 
 
 def _many(value: object) -> bool:

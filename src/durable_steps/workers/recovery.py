@@ -1,10 +1,11 @@
 """Recovery: resuming the runs whose worker died, by the name of their workflow
 (``runner.workflow``).
 
-``recover(store, workflows)`` lists, for each known workflow, the store's
-``running`` runs -- orphaned by a worker that died, or started for the workers
-(``Workflow.start``) -- and its ``waiting`` runs that are due (a sleep's wake time
-or a signal's deadline passed: ``due_before``), both filters the backend applies,
+``recover(store, workflows)`` asks the store for the runs a worker may take now
+(``Store.takeable``, the look a worker makes: the backend's own filter, so its cost
+grows with those runs, not with the runs live workers hold) -- ``running`` runs
+orphaned by a worker that died or started for the workers (``Workflow.start``), and
+``waiting`` runs that are due (a sleep's wake time or a signal's deadline passed) --,
 reading no state. It keeps those whose lease is absent, expired or visibly
 ownerless, and runs each under its own lease (``Workflow.run``), one after
 another, returning one ``Recovered`` per run it tried. Failed and cancelled runs
@@ -18,7 +19,7 @@ claim a run gets ``RunLeasedError``, reported as outcome ``"leased"``.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,14 +59,19 @@ def recover(
     lease: float = 60.0,
     owner: str | None = None,
 ) -> list[Recovered]:
-    """Resume every unfinished run of a known workflow whose lease is free."""
+    """Resume every unfinished run of a known workflow whose lease is free: those the
+    store's own filter answers (``Store.takeable``, a worker's look), one at a time."""
     _sync_only(store)
     known = known_workflows(workflows)
     admit = admitter(store, known, lease)  # queues: limits kept in the store
-    return [
-        recover_one(store, known[name], run_id, lease=lease, owner=owner)
-        for run_id, name in candidates(store.listing, known, owner, limit, admit=admit)
-    ]
+    pick = _Picker(owner, limit)
+    done = []
+    for info, name in offered(list(store.takeable(list(known), at=now())), known):
+        if pick.full():
+            break
+        if pick.takes(info, lambda: admit(info, known[name])):  # noqa: B023
+            done.append(recover_one(store, known[name], info.run_id, lease=lease, owner=owner))
+    return done
 
 
 async def recover_async(
@@ -82,33 +88,48 @@ async def recover_async(
     done: list[Recovered] = []
     pick = _Picker(owner, limit)
     admission = Admission.of(known.values(), lease)  # queues: limits kept in the store
-    t = now()
-    for name in known:
-        for filters in _listings(known[name], t):
-            listed = store.listing(filters)
-            if known[name].queue is not None and filters.due_before is None:
-                listed = _each(by_priority([i async for i in listed]))  # queues: by priority
-            async for info in listed:
-                if pick.full():
-                    return done
-                if not pick.free(info) or admission.closed_for(info, known[name]):
-                    continue
-                if not await execute_on(admission.program(info, known[name]), store):
-                    continue
-                pick.taken += 1
-                r = known[name].program(info.run_id, None, lease, owner, None)
-                try:
-                    await drive_async(r, store)
-                except BaseException as exc:
-                    done.append(outcome_of(info.run_id, name, exc))
-                else:
-                    done.append(Recovered(info.run_id, name, "completed"))
+    listed = [info async for info in store.takeable(list(known), at=now())]
+    for info, name in offered(listed, known):
+        if pick.full():
+            break
+        if not pick.free(info) or admission.closed_for(info, known[name]):
+            continue
+        if not await execute_on(admission.program(info, known[name]), store):
+            continue
+        pick.taken += 1
+        done.append(
+            await recover_one_async(store, known[name], info.run_id, lease=lease, owner=owner)
+        )
     return done
 
 
-async def _each(infos: list[RunInfo]) -> AsyncIterator[RunInfo]:
+def offered(infos: list[RunInfo], known: Mapping[str, Workflow]) -> Iterator[tuple[RunInfo, str]]:
+    """The runs ``takeable`` answered that a pass takes, in the order it takes them
+    (queued ones by priority), with the name of each one's workflow: served here
+    (``served``), and due -- what the store answers is a hint."""
+    t = now()
+    if any(known[name].queue is not None for name in known):
+        infos = by_priority(infos)
     for info in infos:
-        yield info
+        name = served(info, known)
+        if name is None:
+            continue
+        past = info.deadline is not None and info.deadline <= t
+        due = info.status == "running" or (info.wake_at is not None and info.wake_at <= t)
+        if (past or due) and info.status in ("running", "waiting"):
+            yield info, name
+
+
+def served(info: RunInfo, known: Mapping[str, Workflow]) -> str | None:
+    """The run's workflow if this worker serves it: a known name, and the version the
+    run is pinned to is the code's (or none yet: ``runner.versions``). What a store
+    answers is a hint; a run of another version is left to its workers."""
+    name = info.workflow
+    if name is None or name not in known:
+        return None
+    if info.version is not None and info.version != known[name].version:
+        return None
+    return name
 
 
 def _listings(workflow: Workflow, due_before: float) -> tuple[RunFilter, ...]:

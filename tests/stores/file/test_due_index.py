@@ -76,3 +76,49 @@ def test_a_stale_entry_is_a_hint_the_run_file_decides(tmp_path: Path) -> None:
     assert list(here.takeable(["w"], at=time.time())) == []
     stale = [p for p in (tmp_path / "s" / "due").glob("*/*") if p.parent.name == "0" * 12]
     assert stale == []  # moved: the next look does not read it again
+
+
+def test_looks_offer_the_due_runs_from_different_places_and_read_no_more_than_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 free runs: each look starts at a random place of its bucket (several workers
+    do not all offer the same run first), still offers each run once, and a look that
+    stops after 5 runs has read 5 run files, not 100."""
+    store = seeded(tmp_path / "s", leased=0, free=100)
+    firsts = set()
+    for _ in range(20):
+        offered = [i.run_id for i in store.takeable(["w"], at=time.time())]
+        assert sorted(offered) == sorted(f"free-{i}" for i in range(100))
+        firsts.add(offered[0])
+    assert len(firsts) > 1, firsts
+    read = reads(monkeypatch)
+    looked = store.takeable(["w"], at=time.time())
+    taken = [next(looked) for _ in range(5)]
+    looked.close()
+    assert len(taken) == 5 and len(read) == 5
+
+
+def test_a_dead_process_s_runs_are_due_at_once(tmp_path: Path) -> None:
+    """A run leased for ten minutes by a process of this machine that has ended (its
+    owner id names its pid) is offered by the next look, once the process's file in
+    procs/ is found gone; a live owner's is not."""
+    import subprocess
+    import sys
+
+    from durable_steps.seam.lease import default_owner
+
+    store = ds.FileStore(tmp_path / "s")
+    code = (
+        "import sys, time, durable_steps as ds\n"
+        "from durable_steps.seam.lease import default_owner\n"
+        "s = ds.FileStore(sys.argv[1])\n"
+        "s.save(ds.Checkpoint('orphan', -1, {}, workflow='w', owner=default_owner(),\n"
+        "                     lease_expires=time.time() + 600))\n"
+        "import os; os._exit(0)\n"  # (no atexit: as a SIGKILL leaves it)
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")], check=True)
+    t = time.time()
+    store.save(ds.Checkpoint("alive", -1, {}, workflow="w", owner=default_owner(),
+                             lease_expires=t + 600))  # fmt: skip
+    assert [i.run_id for i in store.takeable(["w"], at=time.time())] == ["orphan"]
+    assert [i.run_id for i in store.takeable(["w"], at=time.time())] == ["orphan"]

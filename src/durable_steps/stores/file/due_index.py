@@ -37,12 +37,15 @@ import contextlib
 import functools
 import math
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from ...seam.checkpoint import RunInfo
+from ...seam.lease import owner_gone
 from . import platform
 
 BUCKET = 10.0
@@ -77,8 +80,15 @@ def bucket_of(at: float) -> str:
 
 
 def takeable_at(info: RunInfo) -> float | None:
-    """When the listed run becomes takeable (``due_at`` of its fields)."""
-    return due_at(info.status, info.lease_expires, info.wake_at, info.deadline)
+    """When the listed run becomes takeable (``due_at`` of its fields): a running run
+    whose lease owner is visibly gone (a dead process of this machine: ``owner_gone``)
+    at once, whatever its lease says -- ``wake.Procs.sweep`` notes such runs due now,
+    and this keeps them there."""
+    expires, owner = info.lease_expires, info.owner
+    held = info.status == "running" and expires is not None and expires > time.time()
+    if held and owner is not None and owner_gone(owner):
+        expires = None
+    return due_at(info.status, expires, info.wake_at, info.deadline)
 
 
 class DueIndex:
@@ -134,6 +144,11 @@ class DueIndex:
         if before is not None:
             self._remove(before[0], name)
 
+    def due_now(self, name: str) -> None:
+        """Note run file ``name`` as due at once (an entry early is harmless: the look
+        checks the run, and moves the entry if it disagrees)."""
+        self._touch(bucket_of(0.0), name)
+
     # -- read by looks ---------------------------------------------------------------------
 
     def complete(self) -> bool:
@@ -161,6 +176,12 @@ class DueIndex:
                     if not names and bucket < last:
                         with contextlib.suppress(OSError):  # a save may be filling it
                             os.rmdir(self.root / bucket)
+                    # Spread: each look starts at a random place of the bucket, so that
+                    # looks of several workers offer different runs first and do not race
+                    # for the same claims (order within a bucket was never promised:
+                    # queues order what they are offered themselves, ``by_priority``).
+                    cut = random.randrange(len(names)) if names else 0
+                    names = names[cut:] + names[:cut]
                     for name in names:
                         yield bucket, name
 

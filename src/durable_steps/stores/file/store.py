@@ -58,6 +58,7 @@ from ...seam.errors import (
 from ...seam.etags import new_etag
 from ...seam.history import StepRecord, Walk, checkpoint_at, keep
 from ...seam.items import Item, checked, item_json
+from ...seam.lease import owner_gone
 from ...seam.metering import wrote
 from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
 from ...seam.store import ORPHAN_AGE, Store
@@ -78,6 +79,7 @@ from .fileio import (
 )
 from .items import ItemLogs
 from .open_files import OpenFiles, Stripe
+from .wake import Procs
 from .writer import Writer, parse, signals_key
 
 _STRIPES = 256
@@ -129,6 +131,7 @@ class FileStore(Store):
             self._expiry = ExpiryIndex(self.path, finished_ttl, empty_store=fresh)
         self._open_files = OpenFiles(self._stripes)
         self._items = ItemLogs(self.path / "items")
+        self._procs = Procs(self.path / "procs")
         weakref.finalize(self, self._open_files.close)  # a store dropped unclosed closes its files
 
     def __repr__(self) -> str:
@@ -191,7 +194,19 @@ class FileStore(Store):
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
+        self._told(checkpoint)
         return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+
+    def _told(self, checkpoint: Checkpoint) -> None:
+        """After a save: the processes that use the store told what it means to them
+        (``wake``): a run takeable now wakes the idle workers; a lease held says this
+        process holds leases (once)."""
+        due = _due(checkpoint)
+        with contextlib.suppress(OSError):  # a hint: the poll and the lease stay
+            if due is not None and due <= time.time():
+                self._procs.notify()
+            elif checkpoint.owner is not None and checkpoint.lease_expires is not None:
+                self._procs.register()
 
     def load_head(self, run_id: str) -> Checkpoint | None:
         """The run's checkpoint but its data (``HeadStore``). The run's file is read as
@@ -225,6 +240,7 @@ class FileStore(Store):
                 raise conflict(checkpoint.run_id, checkpoint.etag, stored is None)
             return head_of(self.save(evolve(checkpoint, state=stored.state, calls=stored.calls)))
         wrote(written)
+        self._told(checkpoint)
         return head_of(evolve(checkpoint, etag=doc["etag"], updated_at=doc["updated_at"]))
 
     # -- delete and list ----------------------------------------------------------------
@@ -285,6 +301,7 @@ class FileStore(Store):
         with self._io("look for runs to take in", None, self._due.root, ""):
             if not self._due.complete():
                 self._due.rebuild(self.listing(RunFilter()), lambda r: self.file_for(r).name)
+            self._procs.sweep(self._orphans_due)  # a dead process's runs: due now
             d = self._dir()
             for info in self._due.look(
                 at,
@@ -293,6 +310,23 @@ class FileStore(Store):
             ):
                 if info.workflow in names:
                     yield info
+
+    def _orphans_due(self) -> int:
+        """Every running run whose lease owner is visibly gone, noted due now (one
+        listing: a process of this store died); how many."""
+        n = 0
+        for info in self.listing(RunFilter(status="running")):
+            if info.owner is not None and owner_gone(info.owner):
+                self._due.due_now(self.file_for(info.run_id).name)
+                n += 1
+        return n
+
+    def wake_on_start(self, port: int) -> bool:
+        """``Store.wake_on_start``: a datagram to 127.0.0.1:``port`` each time a save
+        makes a run takeable now (``wake``)."""
+        with self._io("register a worker with", None, self._procs.root, ""):
+            self._procs.register(port)
+        return True
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it (its last record's fields, never its state);
