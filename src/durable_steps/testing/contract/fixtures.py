@@ -150,6 +150,10 @@ async def _collect(it: AsyncIterator[ds.RunInfo]) -> list[ds.RunInfo]:
     return [i async for i in it]
 
 
+def _unknown() -> bytes:
+    pytest.fail("this Backend was made without raw_bytes: give it one", pytrace=False)
+
+
 @dataclass
 class Backend:
     """One store of the suite, and the ways into what it holds."""
@@ -158,7 +162,7 @@ class Backend:
     store: Any
     write_raw: Callable[[str, Any], None]
     """Store a raw document (a JSON value, or bytes) as ``run_id``'s checkpoint."""
-    raw_bytes: Callable[[], bytes]
+    raw_bytes: Callable[[], bytes] = _unknown
     """Everything the store holds, as bytes (its files, its rows, its items)."""
     path: Path | None = None
     """A file store's directory (to list what is left of a run)."""
