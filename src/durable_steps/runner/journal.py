@@ -50,7 +50,8 @@ lease keeper merges the records of calls that save concurrently.
   ``attempt`` counts the starts of that call -- its retries and the step's attempts
   that reached it: every attempt since the one that recorded the durable operation
   before it (``Journal.since``; steps are deterministic between durable operations,
-  so an attempt that went past one went on to the next unless it died in between).
+  so an attempt that went past one went on to the next unless it died in between);
+  a keyed call, whose place is not fixed, counts the step's attempts instead.
 - Once the run's lease is lost or the run is cancelled, no other call starts; nor
   once a record could not be saved (the store failed, the record is over the size
   limit). Either reaches the step as ``StepInterrupted``, a BaseException that
@@ -194,6 +195,7 @@ class Journal:
             scope, i = self.scopes.take(current_step(), kind, name)
             where: dict[str, Any] = {"i": i, "task": scope} if scope else {"i": i}
         else:
+            self.scopes.check_keyed(current_step(), name)
             self.asked.take_key(key, name, self._where())
             where = {"key": key, "i": 0}
         if self._by_key is None:
@@ -415,15 +417,12 @@ def _call(
     if not callable(fn):
         raise TypeError(f"call({name!r}, fn, ...): fn must be callable, not {fn!r}")
     typed = declared(fn, returns)
-    ctx = current_step()
-    before = journal.scopes.made(ctx.task)  # a keyed call's place, for ``since`` alone
     where, record = journal.take("call", name, key=check_key(name, key))
     try:
-        place = where if key is None else {"i": before, "task": ctx.task}
         return (
             yield from _run_call(
                 journal, name, fn, args, kwargs,
-                key=where, place=place, record=record, typed=typed, retry=retry,
+                key=where, record=record, typed=typed, retry=retry,
             )
         )  # fmt: skip
     except BaseException:
@@ -439,22 +438,15 @@ def _run_call(
     kwargs: dict[str, Any],
     *,
     key: dict[str, Any],
-    place: dict[str, Any],
     record: Mapping[str, Any] | None,
     typed: Any,
     retry: Retry | None,
 ) -> Generator[Invoke | SaveRecord | Sleep, Any, Any]:
-    """``_call`` once its place is taken: ``key`` its record's key fields, ``place`` its
-    place in its task (the same, unless it has a key: ``Journal.since``)."""
+    """``_call`` once its place is taken: ``key`` its record's key fields."""
     i = key["i"]
     ctx = current_step()
     obs = journal.run.obs
-    # Inside a call's function its own operations are numbered in a scope of its own:
-    # "c3" in its task, or -- a keyed call -- one named by its key, whatever task made it.
-    if "key" in key:
-        inner = outer = KEYED + key["key"]
-    else:
-        inner, outer = join(ctx.task, f"c{i}"), ctx.task
+    inner, outer = _scopes(ctx, key)
 
     def back(result: Any) -> Any:  # as the caller gets it: the declared type, if any
         value = thaw(result)
@@ -465,12 +457,7 @@ def _run_call(
         obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return back(record["result"])
     policy = retry or ONCE
-    if record is not None:  # attempts recorded: the last one was started in that step
-        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
-        attempt = record["attempt"] + max(1, ctx.attempt - since)
-        first = record["first"] if record.get("round") == ctx.first_attempt else attempt
-    else:  # started by each step attempt that reached it; its retries count from here
-        attempt = first = max(1, ctx.attempt - journal.since(place, ctx.attempt) + 1)
+    attempt, first = _starts(journal, ctx, key, record)
     while True:
         journal.check()
         span = obs.call(ctx.index, i, name, attempt)
@@ -507,6 +494,30 @@ def _run_call(
         yield SaveRecord(journal, record, span)
         journal.recorded(key, record)
         return back(result)
+
+
+def _scopes(ctx: StepContext, key: Mapping[str, Any]) -> tuple[str, str]:
+    """The scope of the operations made inside a call's function, and the one of its
+    caller as its idempotency key names it: ``c3`` in the caller's task -- or, for a
+    keyed call, one named by its key, whatever task made it."""
+    if "key" in key:
+        return KEYED + key["key"], KEYED + key["key"]
+    return join(ctx.task, f"c{key['i']}"), ctx.task
+
+
+def _starts(
+    journal: Journal, ctx: StepContext, key: Mapping[str, Any], record: Mapping[str, Any] | None
+) -> tuple[int, int]:
+    """The attempt of an unfinished call starting now, and the first of its round."""
+    if record is not None:  # attempts recorded: the last one was started in that step
+        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
+        attempt = record["attempt"] + max(1, ctx.attempt - since)
+        return attempt, record["first"] if record.get("round") == ctx.first_attempt else attempt
+    if "key" in key:  # its place is not fixed: counted by the step's attempts, which
+        return ctx.attempt, ctx.attempt  # differ from every earlier one's (stream resets)
+    # Started by each step attempt that reached it; its retries count from here.
+    attempt = max(1, ctx.attempt - journal.since(key, ctx.attempt) + 1)
+    return attempt, attempt
 
 
 @contextlib.contextmanager
