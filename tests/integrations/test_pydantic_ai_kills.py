@@ -72,8 +72,9 @@ def kept(calls: Any) -> Counter[str]:
             out[f"model {what}"] += 1
             if what == "5":
                 out.update(f"token {j}" for j in range(len(pai_stream_child.ANSWER)))
-        elif what.startswith("c"):
-            out[f"lookup {'abc'[int(what[1:])]}"] += 1
+        elif r["name"] == "tool.lookup":
+            (city,) = [c for c in "abc" if f"{c}: 20C" in json.dumps(r["result"])]
+            out[f"lookup {city}"] += 1
         else:
             out["email ann"] += 1
     return out

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import logging
 import uuid
 import weakref
@@ -68,14 +67,13 @@ from typing import TYPE_CHECKING, Any
 from durable_steps import (
     InvalidStateError,
     MissingExtraError,
-    StepContext,
     call_async,
     current_step,
     running_steps,
     track_tasks,
 )
 
-from .._common import check_release, step_here
+from .._common import check_release, digest, nth_run, step_here
 
 INSTALL = "pip install 'durable-steps[pydantic-ai]'"
 SUPPORTED = (2, 62), (3, 0)
@@ -229,8 +227,9 @@ def key_of(operation_id: DurableOperationId, params: object) -> str | None:
     """A call's key, from what Pydantic AI identifies it by within its agent run (its
     ``run_id``): a model request by its place in the conversation (the run's step, the
     messages before it), a tool call (and the validation of its arguments) by the
-    model's ``tool_call_id`` in its step. None -- numbered by its place in its task --
-    for the rest (discovery, events), or when the run has no id."""
+    model's ``tool_call_id`` in its step (its digest: keys are stored in clear). None --
+    numbered by its place in its task -- for the rest (discovery, events), or when the
+    run has no id."""
     ctx = getattr(params, "ctx", None) or getattr(params, "run_context", None)
     run = getattr(ctx, "run_id", None)
     if run is None:
@@ -243,16 +242,10 @@ def key_of(operation_id: DurableOperationId, params: object) -> str | None:
         case ToolsetCallToolId() | ToolsetValidateToolArgumentsId():
             part = "tool" if isinstance(operation_id, ToolsetCallToolId) else "validate"
             tool_call_id = getattr(ctx, "tool_call_id", None)
-            key = None if tool_call_id is None else f"{run}/{step}/{part}/{tool_call_id}"
+            key = None if not tool_call_id else f"{run}/{step}/{part}/{digest(tool_call_id)}"
         case _:
             key = None
-    if key is not None and len(key) > _LONGEST:  # a provider's very long id: its digest
-        key = f"{run}/{step}/{hashlib.sha256(key.encode()).hexdigest()}"
     return key
-
-
-_LONGEST = 400
-"""Keys longer than this (a call key's limit is 512) are shortened to a digest."""
 
 
 def _not_json(exc: Exception) -> BaseException:
@@ -261,20 +254,6 @@ def _not_json(exc: Exception) -> BaseException:
         "must be: return JSON-able values from tools (dicts, lists, str, numbers, Pydantic "
         "models, dataclasses)"
     )
-
-
-_RUNS: dict[tuple[int, str], int] = {}
-"""Agent runs started so far in each step attempt (by the identity of its journal,
-while it lives) and task scope: the n of a run's default id."""
-
-
-def _nth_run(ctx: StepContext) -> int:
-    key = (id(ctx.journal), ctx.task)
-    if key not in _RUNS:
-        _RUNS[key] = 0
-        weakref.finalize(ctx.journal, _RUNS.pop, key, None)
-    _RUNS[key] += 1
-    return _RUNS[key]
 
 
 _IDS = uuid.UUID("5d0f1f8e-6b0c-4b7e-9a55-2f3c1d7e8a10")
@@ -369,7 +348,7 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
         ctx = _step()
         if ctx is None:
             return None
-        n = _nth_run(ctx)
+        n = nth_run(ctx)
         where = f"{ctx.task}:{n}" if ctx.task else str(n)  # the step's own: ids as before
         return str(uuid.uuid5(_IDS, f"{ctx.idempotency_key}:{where}"))
 
