@@ -1,10 +1,13 @@
 """What the integrations share: the check of a framework's installed release against the
-range the extra accepts, and the step running here (the unit a framework's work is made
-durable in). Only the public ``durable_steps`` surface, as the integrations themselves."""
+range the extra accepts, the step running here (the unit a framework's work is made
+durable in), and the number of an agent run within it. Only the public ``durable_steps``
+surface, as the integrations themselves."""
 
 from __future__ import annotations
 
 import re
+import weakref
+from hashlib import sha256
 
 from durable_steps import MissingExtraError, StepContext, current_step
 
@@ -37,3 +40,25 @@ def step_here() -> StepContext | None:
     except RuntimeError:
         return None
     return ctx if ctx.journal is not None and ctx.call is None else None
+
+
+_RUNS: dict[tuple[int, str], int] = {}
+"""Agent runs started so far in each step attempt (by the identity of its journal,
+while it lives) and task scope."""
+
+
+def nth_run(ctx: StepContext) -> int:
+    """The number (from 1) of the agent run starting now in ``ctx``'s step attempt and
+    task: the same when the step runs again, so it names the run's calls (their keys)."""
+    key = (id(ctx.journal), ctx.task)
+    if key not in _RUNS:
+        _RUNS[key] = 0
+        weakref.finalize(ctx.journal, _RUNS.pop, key, None)
+    _RUNS[key] += 1
+    return _RUNS[key]
+
+
+def digest(text: str) -> str:
+    """A framework's id as a call key holds it: a short digest, the same for the same id
+    (a key is stored in clear, beside values a store's codec encrypts; ids may be long)."""
+    return sha256(text.encode()).hexdigest()[:24]

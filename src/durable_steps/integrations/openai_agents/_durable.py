@@ -12,7 +12,9 @@ import copy
 import functools
 import inspect
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -36,10 +38,32 @@ from pydantic_core import to_jsonable_python
 
 from durable_steps import call_async
 
-from .._common import step_here
+from .._common import digest, step_here
 from ._recorded import OUTPUT, RESPONSE, guardrail_output, output, tool_result
 
 in_step = step_here
+
+
+class RunKeys:
+    """The keys of one run's tool calls (``call_async(..., key=)``): the model's call id
+    (its digest: a key is stored in clear, beside values the store's codec encrypts),
+    within the run (its number in its step and task, ``nth_run``) -- so each replays by
+    it whatever task runs it. A call id the model gives twice in a run (a fake model's
+    fixed ids) is told apart by its occurrence: turns run one after the other."""
+
+    def __init__(self, run: str) -> None:
+        self.run, self._seen = run, Counter[str]()
+
+    def tool(self, context: Any) -> str | None:
+        tool_call_id = getattr(context, "tool_call_id", None)
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            return None
+        self._seen[tool_call_id] += 1
+        return f"{self.run}/tool/{digest(tool_call_id)}/{self._seen[tool_call_id]}"
+
+
+RUN_KEYS: ContextVar[RunKeys | None] = ContextVar("durable_steps_openai_run_keys", default=None)
+"""The keys of the run in this context (set by ``DurableRunner.run``; its tasks inherit it)."""
 
 
 ORIGINAL = "_durable_steps_original"
@@ -273,7 +297,9 @@ def _durable_invoke(
         async def body() -> Any:
             return output(await _result(invoke(context, arguments)), schema=schema)
 
-        return tool_result(await call_async(name, body, returns=OUTPUT))
+        keys = RUN_KEYS.get()
+        key = None if keys is None else keys.tool(context)
+        return tool_result(await call_async(name, body, key=key, returns=OUTPUT))
 
     return on_invoke_tool
 

@@ -12,7 +12,8 @@ from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_
 
 from durable_steps import current_step, running_steps, track_tasks
 
-from ._durable import Copies, in_step
+from .._common import nth_run
+from ._durable import RUN_KEYS, Copies, RunKeys, in_step
 
 _log = logging.getLogger("durable_steps")
 
@@ -40,9 +41,14 @@ class DurableRunner(AgentRunner):
         _refuse(kwargs.get("session"), input)
         copies = Copies()
         kwargs["run_config"], made = copies.run_config(kwargs.get("run_config"))
+        ctx = current_step()
+        keys = RUN_KEYS.set(
+            RunKeys(f"{ctx.task}:{nth_run(ctx)}" if ctx.task else str(nth_run(ctx)))
+        )
         try:
             result = await self.inner.run(copies.agent(starting_agent), input, **kwargs)
         finally:
+            RUN_KEYS.reset(keys)
             if made is not None:  # the provider the SDK would have made and closed
                 await made.aclose()
         return copies.published(result)

@@ -29,7 +29,15 @@ Streamed requests (``run_stream``, ``iter`` with ``node.stream``) reach the call
 and the run stream ``Durable(stream="model")`` as the model produces them, and are
 recorded when complete (``_live``: its design at its top).
 
-Call names (what ``StepMismatchError`` compares when a step runs again):
+Call keys (``call_async(..., key=)``, ``key_of``): a model request is keyed by its place
+in its agent run's conversation (the run's id, its step, the messages before it), a
+tool call by the model's ``tool_call_id`` -- so each replays by what Pydantic AI knows
+it by, whatever task runs it (its live and replayed paths create tasks differently, and
+tools of one response run at once). Records of earlier versions, unkeyed, are found at
+their old places while those hold, else the run fails with ``NondeterminismError``
+rather than run a recorded call again.
+
+Call names (what ``NondeterminismError`` compares when a step runs again):
 ``model.request`` (``model.request_stream`` when streamed; ``:MODEL_ID`` added for
 a model other than the agent's own), ``tool.NAME``, ``tool.NAME.validate_args``
 (a tool's own ``args_validator``), ``toolset.ID.get_tools`` and
@@ -41,8 +49,7 @@ Refused inside a step (Pydantic AI's ``UserError`` or our ``TypeError``, each
 saying what to do): a toolset passed to one run (``run(toolsets=...)``) that runs
 tools; a custom toolset class, whose calls this cannot see; a ``Model`` instance
 passed to one run that is not registered (``Durable(models={...})``); a
-``cancellation_token``; ``ctx.enqueue()``/``ctx.cancel()`` in a tool. Tools run one
-at a time inside a step (the journal numbers calls in the order they start).
+``cancellation_token``; ``ctx.enqueue()``/``ctx.cancel()`` in a tool.
 """
 
 from __future__ import annotations
@@ -53,20 +60,20 @@ import logging
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durable_steps import (
     InvalidStateError,
     MissingExtraError,
-    StepContext,
     call_async,
     current_step,
     running_steps,
     track_tasks,
 )
 
-from .._common import check_release, step_here
+from .._common import check_release, digest, nth_run, step_here
 
 INSTALL = "pip install 'durable-steps[pydantic-ai]'"
 SUPPORTED = (2, 62), (3, 0)
@@ -173,8 +180,17 @@ def _model(name: str, model_id: str | None) -> str:
     return name if model_id is None or model_id == "default" else f"{name}:{model_id}"
 
 
+_KEY: ContextVar[str | None] = ContextVar("durable_steps_pydantic_ai_key", default=None)
+"""The key of the operation being dispatched (``_Calls.bind``), read by ``execute``."""
+
+
 class _Calls(CallableOperationBackend[None]):
-    """Each operation one durable call of the step."""
+    """Each operation one durable call of the step, keyed by what Pydantic AI knows it
+    by (``key_of``) where it knows it."""
+
+    def bind(self, operation: Any) -> Any:
+        bound = super().bind(operation)
+        return _Keyed(bound, operation)
 
     async def execute(
         self,
@@ -185,7 +201,51 @@ class _Calls(CallableOperationBackend[None]):
         cache_key: tuple[object, ...],
         config: None,
     ) -> object:
-        return await call_async(name, body)
+        return await call_async(name, body, key=_KEY.get())
+
+
+class _Keyed:
+    """A bound operation that names its key for ``_Calls.execute``: set in the task that
+    dispatches it, which awaits ``execute`` before anything else runs there."""
+
+    def __init__(self, bound: Any, operation: Any) -> None:
+        self._bound, self._operation = bound, operation
+
+    @property
+    def operation(self) -> Any:
+        return self._operation
+
+    async def __call__(self, params: Any, *, config: object | None = None) -> Any:
+        token = _KEY.set(key_of(self._operation.operation_id, params))
+        try:
+            return await self._bound(params, config=config)
+        finally:
+            _KEY.reset(token)
+
+
+def key_of(operation_id: DurableOperationId, params: object) -> str | None:
+    """A call's key, from what Pydantic AI identifies it by within its agent run (its
+    ``run_id``): a model request by its place in the conversation (the run's step, the
+    messages before it), a tool call (and the validation of its arguments) by the
+    model's ``tool_call_id`` in its step (its digest: keys are stored in clear). None --
+    numbered by its place in its task -- for the rest (discovery, events), or when the
+    run has no id."""
+    ctx = getattr(params, "ctx", None) or getattr(params, "run_context", None)
+    run = getattr(ctx, "run_id", None)
+    if run is None:
+        return None
+    step = getattr(ctx, "run_step", 0)
+    match operation_id:
+        case ModelRequestId():
+            messages = getattr(params, "messages", None)
+            key = None if messages is None else f"{run}/{step}/model/{len(messages)}"
+        case ToolsetCallToolId() | ToolsetValidateToolArgumentsId():
+            part = "tool" if isinstance(operation_id, ToolsetCallToolId) else "validate"
+            tool_call_id = getattr(ctx, "tool_call_id", None)
+            key = None if not tool_call_id else f"{run}/{step}/{part}/{digest(tool_call_id)}"
+        case _:
+            key = None
+    return key
 
 
 def _not_json(exc: Exception) -> BaseException:
@@ -194,20 +254,6 @@ def _not_json(exc: Exception) -> BaseException:
         "must be: return JSON-able values from tools (dicts, lists, str, numbers, Pydantic "
         "models, dataclasses)"
     )
-
-
-_RUNS: dict[tuple[int, str], int] = {}
-"""Agent runs started so far in each step attempt (by the identity of its journal,
-while it lives) and task scope: the n of a run's default id."""
-
-
-def _nth_run(ctx: StepContext) -> int:
-    key = (id(ctx.journal), ctx.task)
-    if key not in _RUNS:
-        _RUNS[key] = 0
-        weakref.finalize(ctx.journal, _RUNS.pop, key, None)
-    _RUNS[key] += 1
-    return _RUNS[key]
 
 
 _IDS = uuid.UUID("5d0f1f8e-6b0c-4b7e-9a55-2f3c1d7e8a10")
@@ -302,7 +348,7 @@ class Durable(BaseDurabilityCapability[AgentDepsT]):
         ctx = _step()
         if ctx is None:
             return None
-        n = _nth_run(ctx)
+        n = nth_run(ctx)
         where = f"{ctx.task}:{n}" if ctx.task else str(n)  # the step's own: ids as before
         return str(uuid.uuid5(_IDS, f"{ctx.idempotency_key}:{where}"))
 

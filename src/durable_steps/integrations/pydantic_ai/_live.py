@@ -15,9 +15,9 @@ events while the model produces them, and they go to the run's stream too:
   flight marks what it wrote with a ``StreamReset`` when it runs again -- and then
   hands the event to the caller's channel.
 - The caller's side (``LiveModel.request_stream``, a ``DurableModel`` whose
-  segments are Pydantic AI's) runs the call in a task of its own -- created at the
-  same place on every execution, so the step's journal numbers it the same on replay
-  -- waits for the first event or the call's end, and yields a ``LiveStream`` that
+  segments are Pydantic AI's) runs the call in a task of its own -- the call keyed by
+  its place in the conversation, so it replays whatever number that task gets --
+  waits for the first event or the call's end, and yields a ``LiveStream`` that
   yields the events as they come (applied to its parts, so ``get()`` is the response
   so far). When the call has returned, the recorded response is what ``get()`` gives.
 - A caller that stops reading early (Pydantic AI then closes or cancels the stream):
