@@ -6,6 +6,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from . import durable  # code-first workflows: @durable.step, @durable.workflow
 from .runner.cancel import cancel_run, cancel_run_async
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
@@ -59,6 +60,7 @@ from .runner.timers import sleep, sleep_until
 from .runner.typed import Recorded, typed_as
 from .runner.upgrade import upgrade_run, upgrade_run_async
 from .runner.workflow import Workflow
+from .runs.handle import AsyncRunHandle, RunHandle, handle_for, handle_for_async
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
 from .seam.errors import (
@@ -107,6 +109,7 @@ __all__ = [
     "AsyncCosmosStore",
     "AsyncFileStore",
     "AsyncMemoryStore",
+    "AsyncRunHandle",
     "AsyncStore",
     "Checkpoint",
     "CodecError",
@@ -131,6 +134,7 @@ __all__ = [
     "Retry",
     "RunCancelledError",
     "RunFailedError",
+    "RunHandle",
     "RunInfo",
     "RunLeasedError",
     "RunNotFoundError",
@@ -162,12 +166,15 @@ __all__ = [
     "close_stream",
     "close_stream_async",
     "current_step",
+    "durable",
     "fork_run",
     "fork_run_async",
     "get_event",
     "get_event_async",
     "get_events",
     "get_events_async",
+    "handle_for",
+    "handle_for_async",
     "list_streams",
     "list_streams_async",
     "load_at",
