@@ -164,6 +164,11 @@ def _durable(
             journal = _journal()
             if journal is None:
                 return fn(*args, **kwargs)
+            if journal.driven.is_async:
+                raise TypeError(
+                    f"{what} is a plain function called in an async step, where its save "
+                    "would block the event loop: declare it 'async def' and await it"
+                )
             called, opts = options(journal, args, kwargs)
             if not _KEYED:
                 called = f"{called}({opts.pop('key')})"
