@@ -16,7 +16,8 @@ Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStora
 worker's look with many leased runs; 200 async agents in one worker process) and
 ``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
-concurrency 4). This module owns the table and the command line.
+concurrency 4), 17 ``codefirst`` (a ``@durable.step`` call against ``call`` and
+``@DBOS.step``). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -70,6 +71,7 @@ PARTS = (
     "fleet",
     "fleet-runs",
     "queues",
+    "codefirst",
 )
 
 
@@ -104,6 +106,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     from . import (
         agent,
         codec,
+        codefirst,
         console,
         fleet,
         fleet_runs,
@@ -170,6 +173,11 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         lambda: fleet_runs.dbos_fleet(table, base, quick),
     )
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
+    part(
+        "codefirst",
+        "17. a decorated step's call",
+        lambda: codefirst.codefirst(table, base, quick),
+    )
     return broken
 
 

@@ -277,3 +277,21 @@ def test_the_typed_example_runs() -> None:
     assert asyncio.run(module.check_async(ds.AsyncMemoryStore())) == module.Answer(
         "why?-0 / why?-1", ["why?-0", "why?-1"]
     )
+
+
+def test_a_call_is_known_by_its_bound_arguments() -> None:
+    """``f(1)``, ``f(a=1)`` and ``f(1, 2)`` (2 the default) are one call's arguments; other
+    values are another call's, and a wrong call fails as the function would."""
+    from durable_steps.durable._types import Signature
+
+    def f(a: int, b: int = 2, *, c: Point | None = None) -> None: ...
+
+    sig = Signature(f, "f")
+    assert sig.key((1,), {}) == sig.key((), {"a": 1}) == sig.key((1, 2), {"c": None})
+    assert sig.key((1,), {}) != sig.key((2,), {})
+    assert sig.key((1,), {"c": Point(1)}) == sig.key((1,), {"c": Point(1, 0)})
+    assert sig.key((1,), {"c": Point(1)}) != sig.key((1,), {"c": Point(2)})
+    with pytest.raises(TypeError, match="multiple values"):
+        sig.key((1,), {"a": 2})
+    with pytest.raises(TypeError, match="missing a required argument"):
+        sig.key((), {})

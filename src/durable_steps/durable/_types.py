@@ -4,8 +4,8 @@ stable key, its parameters validated, and the type of what it returns.
 - **Names**: a function's qualified name, without the ``<locals>`` parts a function
   defined in another gets (``agent.<locals>.search`` is ``agent.search``): the name a
   reader of the run's history recognises, stable while the function keeps its place.
-- **Keys**: the canonical JSON of the bound arguments (defaults applied, keys sorted;
-  Pydantic models and dataclasses by their fields), hashed. ``f(1)`` and ``f(x=1)`` are
+- **Keys**: the canonical JSON of the bound arguments (defaults applied, in parameter
+  order; Pydantic models and dataclasses by their fields), hashed. ``f(1)`` and ``f(x=1)`` are
   one call. An argument with no JSON form (a client object, a lock) cannot be part of an
   identity that must be the same after a restart: it is refused with a ``TypeError``
   that says to give ``key=`` (a function of the arguments).
@@ -56,12 +56,19 @@ def _jsonable(value: Any) -> Any:
 class Signature:
     """A function's signature as the decorators use it (see the top)."""
 
-    __slots__ = ("_hints", "fn", "name", "sig")
+    __slots__ = ("_defaults", "_hints", "_names", "_positional", "fn", "name", "sig")
 
     def __init__(self, fn: Callable[..., Any], name: str) -> None:
         self.fn, self.name = fn, name
         self.sig = inspect.signature(fn)
         self._hints: dict[str, Any] | None = None
+        params = self.sig.parameters.values()
+        fixed = all(p.kind in _FIXED for p in params)
+        # the fast path of ``key``: a signature of named parameters, bound by hand in
+        # parameter order (what ``Signature.bind`` does, without its general machinery)
+        self._names = tuple(p.name for p in params) if fixed else None
+        self._positional = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
+        self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     def hints(self) -> dict[str, Any]:
         if self._hints is None:
@@ -75,17 +82,11 @@ class Signature:
         return self._hints
 
     def key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """The stable key of these arguments (see the top)."""
-        bound = self.sig.bind(*args, **kwargs)
-        bound.apply_defaults()
+        """The stable key of these arguments (see the top): the JSON of their values in
+        parameter order, defaults applied."""
+        values = self._bound(args, kwargs)
         try:
-            text = json.dumps(
-                bound.arguments,
-                sort_keys=True,
-                separators=(",", ":"),
-                ensure_ascii=False,
-                default=_jsonable,
-            )
+            text = json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"durable step {self.name!r}: an argument has no JSON form ({exc}), so it "
@@ -93,6 +94,28 @@ class Signature:
                 "of the arguments that returns a str naming the call)"
             ) from None
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def _bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        names = self._names
+        if names is not None and len(args) <= self._positional:
+            given = dict(zip(names, args, strict=False))
+            if kwargs:
+                given.update(kwargs)
+            if len(given) == len(args) + len(kwargs):  # no argument given twice
+                values = [given.pop(n, self._defaults.get(n, _MISSING)) for n in names]
+                if not given and _MISSING not in values:
+                    return values
+        bound = self.sig.bind(*args, **kwargs)  # raises the TypeError a call would
+        bound.apply_defaults()
+        return sorted(bound.arguments.items())
+
+
+_FIXED = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+_MISSING: Any = object()
 
 
 def returns_of(sig: Signature) -> Any:
