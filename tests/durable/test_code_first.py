@@ -295,3 +295,38 @@ def test_a_call_is_known_by_its_bound_arguments() -> None:
         sig.key((1,), {"a": 2})
     with pytest.raises(TypeError, match="missing a required argument"):
         sig.key((), {})
+
+
+def test_where_call_takes_a_key_the_identity_is_passed_as_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With an engine whose ``call`` takes ``key=``, a decorated step passes its identity
+    there: named by the step (two steps with the same arguments stay apart), counted for
+    repeats; the call's name is the step's alone."""
+    from durable_steps.durable import _step
+
+    seen: list[tuple[str, str]] = []
+
+    def keyed_call(name: str, fn: Any, /, *, key: str, **options: Any) -> Any:
+        seen.append((name, key))
+        return ds.call(f"{name}/{len(seen)}", fn, **options)
+
+    monkeypatch.setattr(_step, "_KEYED", True)
+    monkeypatch.setattr(_step, "call", keyed_call)
+
+    @durable.step(name="a")
+    def a(n: int) -> int:
+        return n
+
+    @durable.step(name="b", key=lambda n: f"n{n}")
+    def b(n: int) -> int:
+        return -n
+
+    @durable.workflow(name=f"keyed-{uuid.uuid4().hex[:6]}")
+    def flow() -> list[int]:
+        return [a(1), a(1), b(1), a(2)]
+
+    assert flow.run(rid(), ds.MemoryStore()) == [1, 1, -1, 2]
+    digest = _step.Signature(a, "a").key((1,), {})
+    assert seen[:3] == [("a", f"a:{digest}"), ("a", f"a:{digest}#1"), ("b", "b:n1")]
+    assert seen[3][1] not in {k for _, k in seen[:3]}

@@ -130,7 +130,7 @@ def _durable(
             counts = _counts[journal] = {}
         n = counts.get((step_name, found), 0)
         counts[(step_name, found)] = n + 1
-        return found if n == 0 else f"{found}#{n}"
+        return found if n == 0 else f"{found}#{n}"  # the n+1th call with these arguments
 
     def target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
         if timeout is None:
@@ -140,10 +140,14 @@ def _durable(
         return functools.partial(_timed, fn, timeout, args, kwargs)
 
     def options(journal: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+        """The call's name and ``call``'s options: its identity as ``key=`` (named, so two
+        steps given the same arguments stay apart), or in its name (see the top)."""
         if not typed:
             typed.append(returns_of(sig))
         ident = identity(journal, args, kwargs)
-        return step_name, {"retry": retry, "returns": typed[0], "key": ident}
+        if _KEYED:
+            return step_name, {"retry": retry, "returns": typed[0], "key": f"{step_name}:{ident}"}
+        return f"{step_name}({ident})", {"retry": retry, "returns": typed[0]}
 
     if is_async:
 
@@ -152,8 +156,6 @@ def _durable(
             if journal is None:
                 return fn(*args, **kwargs)
             called, opts = options(journal, args, kwargs)
-            if not _KEYED:
-                called = f"{called}({opts.pop('key')})"
             return call_async(called, target(args, kwargs), **opts)
 
         wrapper: Callable[..., Any] = durable_async
@@ -170,8 +172,6 @@ def _durable(
                     "would block the event loop: declare it 'async def' and await it"
                 )
             called, opts = options(journal, args, kwargs)
-            if not _KEYED:
-                called = f"{called}({opts.pop('key')})"
             return call(called, target(args, kwargs), **opts)
 
         wrapper = durable_sync
