@@ -330,3 +330,23 @@ def test_where_call_takes_a_key_the_identity_is_passed_as_it(
     digest = _step.Signature(a, "a").key((1,), {})
     assert seen[:3] == [("a", f"a:{digest}"), ("a", f"a:{digest}#1"), ("b", "b:n1")]
     assert seen[3][1] not in {k for _, k in seen[:3]}
+
+
+def test_a_run_started_by_name_takes_its_arguments_from_its_input() -> None:
+    """A run a Schedule or ``runs start`` creates by the workflow's name has no stored
+    arguments: its parameters come from its input (a schedule's ``scheduled_at``),
+    validated as their types."""
+    from durable_steps.runner.requests import execute
+    from durable_steps.runner.store_io import blocking_io
+    from durable_steps.runner.workflow import start_program
+
+    @durable.workflow(name=f"nightly-{uuid.uuid4().hex[:6]}")
+    def nightly(scheduled_at: float, where: Point = Point(0)) -> str:
+        return f"{scheduled_at:.0f} at {where.x}"
+
+    store = ds.MemoryStore()
+    run_id = rid()
+    given = {"scheduled_at": 1700000000, "where": {"x": 4}}
+    assert execute(start_program(nightly.name, run_id, given), blocking_io(store))
+    ds.recover(store, [nightly])
+    assert nightly.handle(run_id, store).result(timeout=5) == "1700000000 at 4"

@@ -12,6 +12,9 @@ call already recorded returns its record without running.
 
 - **The run's state** is ``{"args": {parameter: JSON}}`` when it starts and gains
   ``{"result": JSON}`` when the function returns: plain JSON, as every store keeps.
+  A run started by the workflow's name alone (a ``Schedule``, ``runs start``) has its
+  input at the top of the state: a parameter missing from ``args`` is taken from
+  there (``scheduled_at``, a schedule's ``input``), validated like the others.
 - **Inputs are validated before the run is created** (``flow.run``, ``flow.start``,
   ``flow.start_child``): the call is bound to the signature (a missing or unknown
   argument is a ``TypeError`` naming the workflow), and each annotated parameter is
@@ -103,10 +106,13 @@ class Typing:
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for p in self.sig.sig.parameters.values():
-            if p.name not in stored:
+            if p.name in stored:
+                value = stored[p.name]
+            elif p.name in state and p.name not in ("args", "result"):
+                value = thaw(state[p.name])  # a run started by name: a Schedule's input
+            else:
                 continue  # a parameter added since the run began: its default
             ta = adapters.get(p.name)
-            value = stored[p.name]
             if ta is not None:
                 value = self._valid(ta, value, p.name, run_id)
             if p.kind is inspect.Parameter.POSITIONAL_ONLY:
