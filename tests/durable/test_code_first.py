@@ -341,8 +341,8 @@ def test_a_run_started_by_name_takes_its_arguments_from_its_input() -> None:
     from durable_steps.runner.workflow import start_program
 
     @durable.workflow(name=f"nightly-{uuid.uuid4().hex[:6]}")
-    def nightly(scheduled_at: float, where: Point = Point(0)) -> str:
-        return f"{scheduled_at:.0f} at {where.x}"
+    def nightly(scheduled_at: float, where: Point | None = None) -> str:
+        return f"{scheduled_at:.0f} at {where.x if where else '-'}"
 
     store = ds.MemoryStore()
     run_id = rid()
