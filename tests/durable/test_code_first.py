@@ -350,3 +350,53 @@ def test_a_run_started_by_name_takes_its_arguments_from_its_input() -> None:
     assert execute(start_program(nightly.name, run_id, given), blocking_io(store))
     ds.recover(store, [nightly])
     assert nightly.handle(run_id, store).result(timeout=5) == "1700000000 at 4"
+
+
+CODE_FIRST_FLOWS = """
+from durable_steps import durable
+
+@durable.step
+def double(n: int) -> int:
+    return 2 * n
+
+@durable.step
+async def adouble(n: int) -> int:
+    return 2 * n
+
+@durable.workflow(name="doubler")
+async def doubler(n: int) -> dict[str, int]:
+    return {"n": n, "twice": await adouble(n)}
+
+@durable.workflow(name="adder")
+def adder(a: int, b: int) -> int:
+    return double(a) + b
+"""
+
+
+def test_the_worker_command_serves_decorated_workflows(tmp_path: Path) -> None:
+    """``durable-steps worker mod:flow`` (and a list of flows) runs code-first runs as
+    it runs step lists; ``runs start`` starts one by name with its input."""
+    from ..helpers.clitools import Cli
+
+    (tmp_path / "flows.py").write_text(CODE_FIRST_FLOWS)
+    env = {"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(tmp_path / "s")}
+    cli = Cli(env, cwd=tmp_path)
+    with ds.FileStore(tmp_path / "s") as store:
+        sys.path.insert(0, str(tmp_path))
+        try:
+            import flows  # type: ignore[import-not-found]
+        finally:
+            sys.path.remove(str(tmp_path))
+        handle = flows.adder.start("add-1", store, 2, 3)
+        started = cli(
+            "runs", "start", "dbl-1", "--workflow", "doubler", "--workflow-from", "flows:doubler",
+            "--input", '{"n": 21}',
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        done = cli("worker", "flows:adder", "--once")
+        assert done.returncode == 0, done.stderr
+        assert handle.result(timeout=10) == 7
+        done = cli("worker", "flows:doubler", "--once")
+        assert done.returncode == 0, done.stderr
+        assert flows.doubler.handle("dbl-1", store).result(timeout=10) == {"n": 21, "twice": 42}
+        sys.modules.pop("flows", None)
