@@ -47,6 +47,7 @@ from ..runner.retry import Retry
 from ..runner.step import Step, current_step
 from ..runner.workflow import Workflow
 from ..runs.handle import AsyncRunHandle, RunHandle
+from ..seam.errors import InvalidStateError
 from ..seam.state import thaw
 from ..seam.store import AsyncStore, Store
 from ._step import retry_of
@@ -162,9 +163,7 @@ class Typing:
             ) from None
 
 
-def invalid_result(name: str, run_id: str) -> Exception:
-    from ..seam.errors import InvalidStateError
-
+def invalid_result(name: str, run_id: str) -> InvalidStateError:
     return InvalidStateError(
         f"run {run_id!r} has no result of workflow {name!r} in its final state: it is a run "
         "of another workflow (use handle_for(store, run_id) for its state)",
