@@ -400,3 +400,30 @@ def test_the_worker_command_serves_decorated_workflows(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert flows.doubler.handle("dbl-1", store).result(timeout=10) == {"n": 21, "twice": 42}
         sys.modules.pop("flows", None)
+
+
+class Agent:
+    """Decorated methods: the instance is not part of a call's identity."""
+
+    def __init__(self) -> None:
+        self.lock = object()  # no JSON form: it must not be needed
+
+    @durable.step
+    def greet(self, who: str) -> str:
+        LOG.append(f"greet {who}")
+        return f"hi {who}"
+
+
+def test_a_decorated_method_is_known_by_its_arguments() -> None:
+    """A decorated method is a durable step named ``Class.method``, its ``self`` left out
+    of its key."""
+
+    @durable.workflow(name=f"methods-{uuid.uuid4().hex[:6]}")
+    def flow() -> list[str]:
+        agent = Agent()
+        return [agent.greet("a"), Agent().greet("a"), agent.greet("b")]
+
+    store = ds.MemoryStore()
+    assert flow.run(rid(), store) == ["hi a", "hi a", "hi b"]
+    assert LOG == ["greet a", "greet a", "greet b"]
+    assert Agent.greet.durable_name == "Agent.greet"  # type: ignore[attr-defined]

@@ -5,10 +5,11 @@ stable key, its parameters validated, and the type of what it returns.
   defined in another gets (``agent.<locals>.search`` is ``agent.search``): the name a
   reader of the run's history recognises, stable while the function keeps its place.
 - **Keys**: the canonical JSON of the bound arguments (defaults applied, in parameter
-  order; Pydantic models and dataclasses by their fields), hashed. ``f(1)`` and ``f(x=1)`` are
-  one call. An argument with no JSON form (a client object, a lock) cannot be part of an
-  identity that must be the same after a restart: it is refused with a ``TypeError``
-  that says to give ``key=`` (a function of the arguments).
+  order; Pydantic models and dataclasses by their fields), hashed. ``f(1)`` and
+  ``f(x=1)`` are one call; a method's ``self`` (or ``cls``) is left out. An argument
+  with no JSON form (a client object, a lock) cannot be part of an identity that must
+  be the same after a restart: it is refused with a ``TypeError`` that says to give
+  ``key=`` (a function of the arguments).
 - **Types** come from the annotations, resolved once at first use (forward references
   resolve by then). Plain JSON annotations (``int``, ``str``, ``dict``, ``Any``, ...)
   need no validation: the stored value is already what the code gets. Anything else
@@ -56,7 +57,7 @@ def _jsonable(value: Any) -> Any:
 class Signature:
     """A function's signature as the decorators use it (see the top)."""
 
-    __slots__ = ("_defaults", "_hints", "_names", "_positional", "fn", "name", "sig")
+    __slots__ = ("_defaults", "_hints", "_names", "_positional", "_receiver", "fn", "name", "sig")
 
     def __init__(self, fn: Callable[..., Any], name: str) -> None:
         self.fn, self.name = fn, name
@@ -69,6 +70,10 @@ class Signature:
         self._names = tuple(p.name for p in params) if fixed else None
         self._positional = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        first = next(iter(self.sig.parameters), None)
+        self._receiver = first in ("self", "cls")
+        """A method's receiver is not part of a call's identity: the same call of two
+        instances is the same work (give ``key=`` where the instance matters)."""
 
     def hints(self) -> dict[str, Any]:
         if self._hints is None:
@@ -104,10 +109,11 @@ class Signature:
             if len(given) == len(args) + len(kwargs):  # no argument given twice
                 values = [given.pop(n, self._defaults.get(n, _MISSING)) for n in names]
                 if not given and _MISSING not in values:
-                    return values
+                    return values[1:] if self._receiver else values
         bound = self.sig.bind(*args, **kwargs)  # raises the TypeError a call would
         bound.apply_defaults()
-        return sorted(bound.arguments.items())
+        items = sorted(bound.arguments.items())
+        return [(k, v) for k, v in items if k not in ("self", "cls")] if self._receiver else items
 
 
 _FIXED = (
