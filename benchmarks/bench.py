@@ -18,7 +18,8 @@ worker's look with many leased runs; 200 async agents in one worker process) and
 ``fleet_pickup`` (an idle worker's pickup of a start, a signal, a child's end: p50/p99)
 and ``fleet_scaling`` (1/2/4/8 processes, CPU a run; the fleet's rows beside DBOS), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
-concurrency 4). This module owns the table and the command line.
+concurrency 4), 17 ``codefirst`` (a ``@durable.step`` call against ``call`` and
+``@DBOS.step``). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -74,6 +75,7 @@ PARTS = (
     "fleet-pickup",
     "fleet-scaling",
     "queues",
+    "codefirst",
 )
 
 
@@ -108,6 +110,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     from . import (
         agent,
         codec,
+        codefirst,
         console,
         fleet,
         fleet_pickup,
@@ -191,6 +194,11 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         lambda: fleet_scaling.scaling(table, base, quick),
     )
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
+    part(
+        "codefirst",
+        "17. a decorated step's call",
+        lambda: codefirst.codefirst(table, base, quick),
+    )
     if not {"fleet-runs", "fleet-pickup", "fleet-scaling"} <= skip:
         err.rule("15. the fleet beside DBOS")
         fleet_scaling.fleet_table(table)

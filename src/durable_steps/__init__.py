@@ -6,6 +6,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from . import durable  # code-first workflows: @durable.step, @durable.workflow
 from .runner.children import await_child, await_child_async, start_child, start_child_async
 from .runner.drivers import run, run_async
 from .runner.events import set_event, set_event_async
@@ -30,6 +31,7 @@ from .runner.workflow import Workflow
 from .runs.cancel import cancel_run, cancel_run_async
 from .runs.events import get_event, get_event_async, get_events, get_events_async
 from .runs.fork import fork_run, fork_run_async
+from .runs.handle import AsyncRunHandle, RunHandle, handle_for, handle_for_async
 from .runs.history import load_at, load_at_async, run_history, run_history_async
 from .runs.mailbox import (
     PendingMessage,
@@ -107,6 +109,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a te
     "current_step",
     "running_steps",
     "track_tasks",
+    # -- Code-first: decorated functions (@durable.workflow, @durable.step)
+    "durable",
     # -- Inside a step: durable operations
     "call",
     "call_async",
@@ -130,7 +134,11 @@ __all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a te
     "start_child_async",
     "await_child",
     "await_child_async",
-    # -- Reaching a run from outside (durable_steps.runs)
+    # -- Reaching a run from outside (durable_steps.runs): a handle, or the free functions
+    "RunHandle",
+    "AsyncRunHandle",
+    "handle_for",
+    "handle_for_async",
     "wait_for_result",
     "wait_for_result_async",
     "cancel_run",

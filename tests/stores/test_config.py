@@ -233,6 +233,12 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "list_streams_async",
             "stream_info",
             "stream_info_async",
+            # code-first workflows and run handles
+            "durable",
+            "RunHandle",
+            "AsyncRunHandle",
+            "handle_for",
+            "handle_for_async",
             "AsyncCosmosStore",
             "AsyncFileStore",
             "AsyncMemoryStore",
@@ -338,6 +344,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
     )
     exported = {name: getattr(ds, name) for name in ds.__all__}  # the Cosmos ones lazily
     assert isinstance(exported.pop("__version__"), str)
+    assert exported.pop("durable").__name__ == "durable_steps.durable"  # a namespace: durable.step
     for name, value in exported.items():  # our object of that name, not an alias or a stray
         assert (value.__module__.split(".")[0], value.__name__) == ("durable_steps", name)
     assert isinstance(ds.FileStore(tmp_path), ds.Store)

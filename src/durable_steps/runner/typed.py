@@ -21,10 +21,18 @@ name is ever written or read.
   silent dict. A model returned by a call that declares no
   type is refused at once (``InvalidStateError``): on replay there would be nothing to
   say what it was.
-- A step: a returned model's fields are the step's updates, merged into the state as a
-  mapping's are (the state stays plain JSON, read as a mapping by the next step).
-  ``Step(returns=M)`` validates what the step returns as ``M`` first, so a step that
-  returns a dict is checked too.
+- A step: a returned model's (or dataclass's) fields are the step's updates, merged
+  into the state as a mapping's are (the state stays plain JSON, read as a mapping by
+  the next step). ``Step(returns=M)`` validates what the step returns as ``M`` first,
+  so a step that returns a dict is checked too; a step's return annotation that is a
+  model or a dataclass does the same. Models and dataclasses among the updates' values
+  are stored as their JSON (``seam.state``).
+- A state: ``Workflow(state=S)`` (``typed_steps``) hands each step the run's state
+  validated as ``S`` (a model or a dataclass of its fields) instead of a read-only
+  mapping -- a fresh object per step, so mutating it changes nothing stored. A state
+  that does not validate fails the step with ``InvalidStateError`` naming the step,
+  the field and the type, before the step's function runs. It costs a validation of
+  the whole state per step: the price of typed access, paid only by who asks for it.
 
 Pydantic stays optional: nothing here imports it unless the caller uses a model (a
 model exists only if its module was imported) or names a type with ``returns=``.
@@ -32,14 +40,18 @@ model exists only if its module was imported) or names a type with ``returns=``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import sys
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from ..seam.errors import InvalidStateError
+from ..seam.state import json_of, thaw
+from .step import Step, current_step
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,9 @@ def _model_annotation(target: Any) -> Any:
         kind = _hints(target) if isinstance(raw, str) else raw
     except Exception:  # an annotation that does not resolve says nothing we can use
         return None
-    return kind if isinstance(kind, type) and issubclass(kind, pydantic.BaseModel) else None
+    if not isinstance(kind, type):
+        return None
+    return kind if issubclass(kind, pydantic.BaseModel) or dataclasses.is_dataclass(kind) else None
 
 
 def _hints(fn: Any) -> Any:
@@ -181,6 +195,37 @@ def updates_of(typed: Typed | None, value: Any, step: str, run_id: str) -> Any:
         return value
     if typed is not None:
         value = typed.dump(typed.load(value, f"what step {step!r} returned", run_id))
-    elif is_model(value):
-        value = value.model_dump(mode="json")
+    elif is_model(value) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        value = json_of(value)
     return value
+
+
+def typed_steps(steps: Sequence[Step], kind: Any) -> tuple[Step, ...]:
+    """``steps`` whose functions get the state validated as ``kind`` (see the top)."""
+    typed = _typed(kind)
+    return tuple(_typed_step(step, typed) for step in steps)
+
+
+def _typed_step(step: Step, typed: Typed) -> Step:
+    fn, what = step.fn, f"the state before step {step.name!r}"
+    if getattr(fn, "typed_state", None) is typed:
+        return step  # typed already (a Workflow copied with dataclasses.replace)
+
+    def view(state: Mapping[str, Any]) -> Any:
+        return typed.load(thaw(state), what, current_step().run_id)
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def typed_async(state: Mapping[str, Any]) -> Any:
+            return await fn(view(state))
+
+        typed_async.typed_state = typed  # type: ignore[attr-defined]
+        return replace(step, fn=typed_async)
+
+    @functools.wraps(fn)
+    def typed_sync(state: Mapping[str, Any]) -> Any:
+        return fn(view(state))
+
+    typed_sync.typed_state = typed  # type: ignore[attr-defined]
+    return replace(step, fn=typed_sync)

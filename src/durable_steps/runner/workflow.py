@@ -36,6 +36,7 @@ from .run import RunProgram
 from .step import Step
 from .store_io import blocking_io, execute_on
 from .telemetry import log
+from .typed import typed_steps
 from .versions import check_version
 
 
@@ -64,6 +65,11 @@ class Workflow:
     queue: Queue | None = field(default=None, kw_only=True)
     """The queue its runs are taken under (``runner.queues``, ``workers.queues``)."""
 
+    state: Any = field(default=None, kw_only=True)
+    """The type of the run's state (a Pydantic model or a dataclass of its fields): each
+    step gets the state validated as it instead of a mapping (``typed.typed_steps``).
+    None: a read-only mapping."""
+
     def __post_init__(self) -> None:
         check_name(self.name, "workflow name")
         check_version(self.version)
@@ -71,6 +77,8 @@ class Workflow:
         if self.queue is not None and not isinstance(self.queue, Queue):
             raise TypeError(f"workflow {self.name!r}: queue= takes a Queue, not {self.queue!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
+        if self.state is not None:
+            object.__setattr__(self, "steps", typed_steps(self.steps, self.state))
         # bad step lists and limits fail here, not at the first run
         RunProgram("check", self.steps, max_attempts=self.max_attempts)
 

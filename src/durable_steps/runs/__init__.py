@@ -7,6 +7,7 @@ feature has a side inside a step and a side outside, the first is in the engine 
 the second here: ``write_stream`` / ``read_stream``, ``set_event`` / ``get_event``,
 ``receive`` / ``send_message``, ``wait_for_signal`` / ``send_signal``.
 
+    handle        RunHandle[T], handle_for: one object for everything done to a run
     results       wait_for_result: a run's result, waited for
     cancel        cancel_run: a run (and its children) cancelled from outside
     signals       send_signal: a signal delivered

@@ -18,12 +18,23 @@ str keys; str, bool, None, finite floats, integers within +-(2**53 - 1) (Cosmos 
 keeps numbers as IEEE doubles and would round larger ones silently), no -0.0
 (it comes back as 0), no lone surrogates in strings or keys, and at most
 ``MAX_DEPTH`` levels of nesting. Tuples become lists.
+
+Typed values in the state: a Pydantic model or a dataclass instance among a step's
+updates (or a run's input) is stored as its JSON -- its fields by name, as
+``model_dump(mode="json")`` gives them -- and read back as that JSON: the state stays
+plain JSON that every store keeps, and no class name is ever stored (a writable store
+must not choose what code is imported). Code that wants the values back as their
+types says which (``Workflow(state=Model)``, ``runner.typed``). The conversion sits
+on the path that would otherwise refuse the value, so plain JSON pays nothing for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -128,7 +139,9 @@ class FrozenState(FrozenDict):
             ):
                 # [*state["log"], entry]: only the tail is new, so only it is checked
                 # and stored (the prefix is the previous, already frozen items).
-                tail = freeze(list(value[len(old) :]), f"[{key!r}][{len(old)}:]", run_id, 1)
+                tail = freeze(
+                    list(value[len(old) :]), f"[{key!r}][{len(old)}:]", run_id, 1, typed=True
+                )
                 if tail:
                     extended[key] = tail
                     changed[key] = _frozen_list([*old, *tail], max(old._height, tail._height))
@@ -136,7 +149,7 @@ class FrozenState(FrozenDict):
             if type(value) is str and value.isascii():  # most updates: nothing to check
                 changed[key] = value
             else:
-                changed[key] = freeze(value, f"[{key!r}]", run_id, 1)
+                changed[key] = freeze(value, f"[{key!r}]", run_id, 1, typed=True)
         if not changed:
             return self
         height = max(self._height, 1 + max(map(_height, changed.values())))
@@ -183,7 +196,7 @@ def frozen_state(
             f"run {run_id!r}: state must be a dict (a JSON object), not {type(state).__name__}",
             run_id=run_id,
         )
-    top = freeze(state, "", run_id, 0)
+    top = freeze(state, "", run_id, 0, typed=True)
     s = _state(dict(top))
     s._stored_as = stored_as
     return s
@@ -316,8 +329,11 @@ def check_json(value: object, run_id: str, what: str = "state") -> None:
     freeze(value, "", run_id, 0, what)
 
 
-def freeze(value: Any, path: str, run_id: str, depth: int, what: str = "state") -> Any:
-    """``value`` checked against the JSON rules, with its dicts and lists frozen."""
+def freeze(
+    value: Any, path: str, run_id: str, depth: int, what: str = "state", *, typed: bool = False
+) -> Any:
+    """``value`` checked against the JSON rules, with its dicts and lists frozen;
+    ``typed``: its models and dataclasses as their JSON (the state's values, see the top)."""
     if type(value) is str and value.isascii():  # the commonest value: no surrogate in it
         return value
     if isinstance(value, FrozenList | FrozenDict):
@@ -336,19 +352,46 @@ def freeze(value: Any, path: str, run_id: str, depth: int, what: str = "state") 
             items = {}
             for key, item in value.items():
                 name = _key(key, path, run_id, what)
-                items[name] = freeze(item, f"{path}[{name!r}]", run_id, depth + 1, what)
+                items[name] = freeze(
+                    item, f"{path}[{name!r}]", run_id, depth + 1, what, typed=typed
+                )
             frozen = FrozenDict()
             dict.update(frozen, items)
             frozen._height = max(map(_height, items.values()), default=0) + 1
             return frozen
         children = [
-            freeze(item, f"{path}[{i}]", run_id, depth + 1, what) for i, item in enumerate(value)
+            freeze(item, f"{path}[{i}]", run_id, depth + 1, what, typed=typed)
+            for i, item in enumerate(value)
         ]
         return _frozen_list(children, max(map(_height, children), default=0) + 1)
-    return _scalar(value, path, run_id, what)
+    return _scalar(value, path, run_id, what, depth if typed else -1)
 
 
-def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
+_NOT_TYPED: Any = object()
+
+
+def json_of(value: object) -> Any:
+    """A Pydantic model's or a dataclass instance's JSON (see the top); ``_NOT_TYPED``
+    for anything else. Pydantic is used only when it is imported already."""
+    kind: Any = type(value)
+    if hasattr(kind, "__pydantic_fields__") and callable(getattr(value, "model_dump", None)):
+        return value.model_dump(mode="json")  # type: ignore[attr-defined]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if "pydantic" in sys.modules:  # dates, enums, nested models as their JSON
+            return _adapter(kind).dump_python(value, mode="json")
+        return dataclasses.asdict(value)
+    return _NOT_TYPED
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(kind: Any) -> Any:
+    return sys.modules["pydantic"].TypeAdapter(kind)
+
+
+def _scalar(value: Any, path: str, run_id: str, what: str, depth: int = -1) -> Any:
+    """A JSON scalar checked; with a ``depth`` (>= 0: typed values allowed there), a
+    model or a dataclass as its JSON -- on the path that would refuse it, at no cost
+    to plain values."""
     if value is None or value is True or value is False:
         return value
     kind = type(value)
@@ -381,6 +424,8 @@ def _scalar(value: Any, path: str, run_id: str, what: str) -> Any:
                 run_id,
             )
         return value if kind is float else float(value)
+    if depth >= 0 and (converted := json_of(value)) is not _NOT_TYPED:
+        return freeze(converted, path, run_id, depth, what, typed=True)
     raise _invalid(
         f"{what}{path} is a {type(value).__name__}, which is not JSON; return plain "
         "dict/list/str/int/float/bool/None from steps (convert it first)",
