@@ -23,6 +23,7 @@ import pytest
 import durable_steps as ds
 
 from ..helpers import pai_stream_child
+from ..runner.test_stream_kills import superseded
 
 pytestmark = [
     pytest.mark.slow,
@@ -80,18 +81,6 @@ def kept(calls: Any) -> Counter[str]:
     return out
 
 
-def applied(entries: list[tuple[int, Any]]) -> list[Any]:
-    """A stream's chunks with its reset markers applied: a ``StreamReset(since, ...)``
-    drops what its call wrote from offset ``since`` on (calls stream one at a time)."""
-    chunks: list[tuple[int, Any]] = []
-    for offset, entry in entries:
-        if isinstance(entry, ds.StreamReset):
-            chunks = [(o, c) for o, c in chunks if o < entry.since]
-        else:
-            chunks.append((offset, entry))
-    return [c for _, c in chunks]
-
-
 @pytest.mark.parametrize("mode", ["run_stream", "run_stream_sync", "iter"])
 def test_killed_anywhere_no_recorded_call_runs_again_and_the_stream_reads_right(
     env: dict[str, str], tmp_path: Path, run_id: str, mode: str
@@ -128,7 +117,7 @@ def test_killed_anywhere_no_recorded_call_runs_again_and_the_stream_reads_right(
             info = store.run_info(r)
             assert info is not None and info.status == "completed", where
             entries = list(ds.read_stream(store, r, "model", follow=False))
-            chunks = applied(entries)
+            chunks = superseded(entries)  # the reset markers applied
             calls = [c["tool_call"]["id"] for c in chunks if "tool_call" in c]
             assert sorted(calls) == sorted([f"c{j}" for j in range(tools)] + ["e0"]), where
             assert "".join(c.get("text", "") for c in chunks) == FINAL, (where, entries)
