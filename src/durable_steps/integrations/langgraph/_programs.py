@@ -153,7 +153,8 @@ class Programs:
             yield Append(run, Item("=" + ns, {}), NAMESPACES, quiet=True)
         if run not in self._threads:
             yield CreateThread(run, thread_id)
-        yield from writes
+        for write in writes:  # noqa: UP028 - each is sent its result: not a yield from
+            yield write
         kind = checkpoints_kind(ns)
         for chunk in chunks:
             yield Append(run, chunk, kind)
