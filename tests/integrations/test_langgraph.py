@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -203,3 +205,21 @@ def test_on_an_async_store_the_blocking_methods_are_refused(
     config = thread()
     done = asyncio.run_coroutine_threadsafe(graph.ainvoke({"topic": "cats"}, config), loop)
     assert done.result(60)["title"] == "ABOUT CATS"
+
+
+def test_a_thread_is_listed_and_expires_with_the_stores_finished_ttl(tmp_path: Path) -> None:
+    """A thread's run is a completed run of workflow ``langgraph``: ``list(None)`` finds
+    every thread, and the store's retention removes a thread idle past ``finished_ttl``
+    with everything it holds."""
+    store = ds.FileStore(tmp_path / "store", finished_ttl=60)
+    saver = DurableSaver(store)
+    graph = post_graph(saver)
+    first, second = thread(), thread()
+    graph.invoke({"topic": "cats"}, first)
+    graph.invoke({"topic": "dogs"}, second)
+    listed = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+    assert listed == {first["configurable"]["thread_id"], second["configurable"]["thread_id"]}
+    assert store.delete_expired(now=time.time() + 30) == 0
+    assert store.delete_expired(now=time.time() + 3600) == 2
+    assert DurableSaver(store).get_tuple(first) is None
+    assert list(DurableSaver(store).list(None)) == []

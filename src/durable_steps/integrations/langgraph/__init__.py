@@ -18,11 +18,12 @@ Design.
 (``lg.<thread id>``; its hash when the id breaks the run-id rules), as that run's
 per-run items (``seam/items.py``: create-only appends and upserts, reads by key
 order): on Cosmos DB the thread is a partition of its own, on the file store a few
-append-only logs. The run's head (status ``completed``, workflow ``langgraph``, written
-once at the thread's first checkpoint) is what ``list_runs``, ``delete`` and the
-store's ``finished_ttl`` see: ``delete_thread`` is the run's ``delete`` (its items go
-with it); a store with ``finished_ttl`` expires the thread that long after its first
-checkpoint, with everything it holds.
+append-only logs. The run's head (status ``completed``, workflow ``langgraph``: nothing
+for a worker to take) is what ``list_runs``, ``delete`` and the store's ``finished_ttl``
+see: ``delete_thread`` is the run's ``delete`` (its items go with it); a store with
+``finished_ttl`` expires the thread that long after its last checkpoint (to within ten
+minutes: a saver moves the head's time at most every ``TOUCH`` seconds -- one small
+read, and a head-only write when it is older), with everything it holds.
 
 *Items.* Per checkpoint namespace ``ns`` (a subgraph's checkpoints have their own):
 

@@ -7,6 +7,7 @@ programs-and-drivers pattern). The package's top tells the design.
 from __future__ import annotations
 
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Generator, Iterator
 from typing import Any, NamedTuple
@@ -66,9 +67,10 @@ class Put(NamedTuple):
     kind: str
 
 
-class CreateThread(NamedTuple):
-    """The thread's run (its head: what listing, deleting and ``finished_ttl`` see),
-    created once; one there already is no error."""
+class Touch(NamedTuple):
+    """The thread's run (its head: what listing, deleting and ``finished_ttl`` see):
+    created when missing; its time (``updated_at``) moved to now when older than
+    ``TOUCH``. A writer that meets another's write there meanwhile leaves it."""
 
     run_id: str
     thread_id: str
@@ -82,10 +84,13 @@ class ListThreads(NamedTuple):
     """The thread ids of every thread's run."""
 
 
-Request = Read | Append | Put | CreateThread | DeleteRun | ListThreads
+Request = Read | Append | Put | Touch | DeleteRun | ListThreads
 Program = Generator[Request, Any, Any]
 
 PAGE = 16
+TOUCH = 600.0
+"""Seconds between two moves of a thread's time by one saver: a thread expires (the
+store's ``finished_ttl``) that long after its last checkpoint, to within this."""
 _CACHED = 512
 _GROUP = re.compile(r"[/#]")
 
@@ -108,7 +113,8 @@ class Programs:
         self.serde = serde
         self._seen: OrderedDict[tuple[str, str, str], _Seen] = OrderedDict()
         self._lists: OrderedDict[tuple[str, str, str, str], list[Any]] = OrderedDict()
-        self._threads: set[str] = set()
+        self._threads: dict[str, float] = {}
+        """Thread run -> when (monotonic) this saver last touched it."""
         self._namespaces: set[tuple[str, str]] = set()
 
     def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -151,8 +157,8 @@ class Programs:
         # Everything is encoded: now the writes, the checkpoint's head last of all.
         if (run, ns) not in self._namespaces:
             yield Append(run, Item("=" + ns, {}), NAMESPACES, quiet=True)
-        if run not in self._threads:
-            yield CreateThread(run, thread_id)
+        if time.monotonic() - self._threads.get(run, -TOUCH) >= TOUCH:
+            yield Touch(run, thread_id)
         for write in writes:  # noqa: UP028 - each is sent its result: not a yield from
             yield write
         kind = checkpoints_kind(ns)
@@ -168,7 +174,7 @@ class Programs:
                 "time, and reload (get_state) before going on",
                 run_id=run,
             ) from exc
-        self._threads.add(run)
+        self._threads.setdefault(run, time.monotonic())
         self._namespaces.add((run, ns))
         self._remember(
             self._seen, (run, ns, cid), _Seen(dict(c["channel_versions"]), frozenset(extended))
@@ -463,7 +469,7 @@ class Programs:
     def delete_thread(self, thread_id: str) -> Program:
         run = thread_run(thread_id)
         yield DeleteRun(run)
-        self._threads.discard(run)
+        self._threads.pop(run, None)
         self._namespaces = {k for k in self._namespaces if k[0] != run}
         for key in [k for k in self._seen if k[0] == run]:
             del self._seen[key]

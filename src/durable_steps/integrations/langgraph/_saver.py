@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -21,11 +22,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ... import ConflictError
-from ...backend import AsyncStore, Checkpoint, Store, ThreadedStore
+from ...backend import AsyncStore, Checkpoint, Store, ThreadedStore, evolve
 from ._layout import WORKFLOW
 from ._programs import (
+    TOUCH,
     Append,
-    CreateThread,
     DeleteRun,
     ListThreads,
     Program,
@@ -33,6 +34,7 @@ from ._programs import (
     Put,
     Read,
     Request,
+    Touch,
 )
 
 
@@ -181,7 +183,7 @@ class DurableSaver(BaseCheckpointSaver[str]):
         return f"{number + 1:032}.{random.random():016}"
 
 
-def _head(request: CreateThread) -> Checkpoint:
+def _new_head(request: Touch) -> Checkpoint:
     return Checkpoint(
         run_id=request.run_id,
         step=-1,
@@ -189,6 +191,28 @@ def _head(request: CreateThread) -> Checkpoint:
         status="completed",
         workflow=WORKFLOW,
     )
+
+
+def _stale(head: Checkpoint) -> bool:
+    return head.updated_at is None or time.time() - head.updated_at >= TOUCH
+
+
+def _touch(store: Store, request: Touch) -> None:
+    with contextlib.suppress(ConflictError):  # another writer's, meanwhile: as good
+        head = store.load_head(request.run_id)
+        if head is None:
+            store.save(_new_head(request))
+        elif _stale(head):
+            store.save_head(evolve(head, updated_at=None))
+
+
+async def _atouch(store: AsyncStore, request: Touch) -> None:
+    with contextlib.suppress(ConflictError):
+        head = await store.load_head(request.run_id)
+        if head is None:
+            await store.save(_new_head(request))
+        elif _stale(head):
+            await store.save_head(evolve(head, updated_at=None))
 
 
 def _sync(store: Store, request: Request) -> Any:  # noqa: PLR0911 - a case per request
@@ -205,17 +229,15 @@ def _sync(store: Store, request: Request) -> Any:  # noqa: PLR0911 - a case per 
             return True
         case Put(run_id, item, kind):
             return store.put_item(run_id, kind, item.key, item.value)
-        case CreateThread():
-            with contextlib.suppress(ConflictError):  # the thread's run is there already
-                store.save(_head(request))
-            return None
+        case Touch():
+            return _touch(store, request)
         case DeleteRun(run_id):
             return store.delete(run_id)
         case ListThreads():
             return [
-                head.state.get("thread_id", info.run_id)
+                run.state.get("thread_id", info.run_id)
                 for info in store.list_runs(workflow=WORKFLOW)
-                if (head := store.load_head(info.run_id)) is not None
+                if (run := store.load(info.run_id)) is not None
             ]
     raise AssertionError(request)  # pragma: no cover
 
@@ -234,16 +256,14 @@ async def _async(store: AsyncStore, request: Request) -> Any:  # noqa: PLR0911 -
             return True
         case Put(run_id, item, kind):
             return await store.put_item(run_id, kind, item.key, item.value)
-        case CreateThread():
-            with contextlib.suppress(ConflictError):
-                await store.save(_head(request))
-            return None
+        case Touch():
+            return await _atouch(store, request)
         case DeleteRun(run_id):
             return await store.delete(run_id)
         case ListThreads():
             threads = []
             async for info in store.list_runs(workflow=WORKFLOW):
-                if (head := await store.load_head(info.run_id)) is not None:
-                    threads.append(head.state.get("thread_id", info.run_id))
+                if (run := await store.load(info.run_id)) is not None:
+                    threads.append(run.state.get("thread_id", info.run_id))
             return threads
     raise AssertionError(request)  # pragma: no cover
