@@ -81,9 +81,9 @@ from durable_steps import MissingExtraError
 from .._common import check_release
 
 INSTALL = "pip install 'durable-steps[langgraph]'"
-SUPPORTED = (4, 0), (5, 0)
+SUPPORTED = (4, 1), (5, 0)
 """The langgraph-checkpoint versions (the saver interface) this works with and is tested
-on: >=4.0,<5 (the ``[langgraph]`` extra pins it, and langgraph>=1.2,<2; CI runs the
+on: >=4.1,<5 (the ``[langgraph]`` extra pins it, and langgraph>=1.2,<2; CI runs the
 lowest and the newest)."""
 
 try:
@@ -93,7 +93,7 @@ try:
 except (ImportError, _metadata.PackageNotFoundError) as exc:
     raise MissingExtraError(
         f"durable_steps.integrations.langgraph needs LangGraph (langgraph>=1.2,<2, "
-        f"langgraph-checkpoint>=4,<5): {INSTALL} (missing: {getattr(exc, 'name', None) or exc})"
+        f"langgraph-checkpoint>=4.1,<5): {INSTALL} (missing: {getattr(exc, 'name', None) or exc})"
     ) from exc
 
 check_release("langgraph", "langgraph-checkpoint", LANGGRAPH_CHECKPOINT_VERSION, SUPPORTED, INSTALL)

@@ -20,7 +20,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -480,3 +479,9 @@ class Programs:
 def _under(key: str, head: str) -> bool:
     """Whether ``key`` is a chunk or a write of the checkpoint whose key is ``head``."""
     return key.startswith(head) and key[len(head) : len(head) + 1] in ("/", "#")
+
+
+def writes_sort_key(task_path: str, task_id: str, idx: int) -> tuple[str, str, int]:
+    """The order LangGraph applies a superstep's writes in (``writes_sort_key`` of
+    langgraph-checkpoint 4.3; written here for the releases before it)."""
+    return (task_path, task_id, idx)
