@@ -16,7 +16,9 @@ Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStora
 worker's look with many leased runs; 200 async agents in one worker process) and
 ``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
-concurrency 4). This module owns the table and the command line.
+concurrency 4), 17 ``lg_checkpoints`` (LangGraph checkpoints: ``DurableSaver`` against
+langchain-azure-cosmosdb's saver on cosmos-local, and against ``SqliteSaver`` on
+files). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -70,6 +72,7 @@ PARTS = (
     "fleet",
     "fleet-runs",
     "queues",
+    "langgraph",
 )
 
 
@@ -110,6 +113,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         floors,
         growing,
         history,
+        lg_checkpoints,
         listing,
         mailbox,
         queues,
@@ -170,6 +174,11 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         lambda: fleet_runs.dbos_fleet(table, base, quick),
     )
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
+    part(
+        "langgraph",
+        "17. LangGraph checkpoints on files",
+        lambda: lg_checkpoints.langgraph_files(table, base, quick),
+    )
     return broken
 
 
@@ -194,6 +203,7 @@ def cosmos_parts(
         "mailbox",
         "fleet",
         "fleet-runs",
+        "langgraph",
     }
     if parts <= skip:
         return True
@@ -205,6 +215,7 @@ def cosmos_parts(
         fleet,
         fleet_runs,
         history,
+        lg_checkpoints,
         listing,
         mailbox,
         streams,
@@ -266,6 +277,11 @@ def cosmos_parts(
             "fleet-runs",
             "15. the fleet: 8 worker processes on cosmos-local",
             lambda: fleet_runs.cosmos_fleet(table, endpoint, base, quick),
+        )
+        part(
+            "langgraph",
+            "17. LangGraph checkpoints on cosmos-local",
+            lambda: lg_checkpoints.langgraph_cosmos(table, endpoint, quick),
         )
     return True
 

@@ -30,12 +30,13 @@ read, and a head-only write when it is older), with everything it holds.
 - ``lg.cp.<ns>``: each checkpoint under its id with every hex digit inverted (LangGraph's
   ids are time-ordered uuid6, so key order is newest first: the latest checkpoint is the
   first item, a page of a list is a read after a key), the checkpoint without its
-  channel values and its metadata in one record; after it, under ``<key>/<task>/<idx>``,
-  the pending writes made on top of it (``put_writes``), so one read of a page gives a
-  checkpoint and its writes;
+  channel values and its metadata in one record; after it, under ``<key>/<task>/...``,
+  the pending writes made on top of it (``put_writes``: one record per call, a task's
+  writes together), so one read of a page gives a checkpoint and its writes;
 - ``lg.b.<ns>``: a channel's value under ``<channel> <version>``, written once per
   version -- a checkpoint names the versions of its channels and stores only those
-  that changed (``new_versions``), as LangGraph's own savers do with their blobs;
+  that changed (``new_versions``), as LangGraph's own savers do with their blobs; a
+  version without a value (a trigger consumed) is not written at all;
 - ``lg.x.<ns>.<channel>``: a list channel that grew by appending (``add_messages``,
   ``operator.add``) is stored as the items appended, under its version, naming the
   version it extends: a 5 KB message added to a 1 MB conversation sends about 5 KB.

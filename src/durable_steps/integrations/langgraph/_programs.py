@@ -197,12 +197,9 @@ class Programs:
         """The appends that store one channel's new version: the items appended to the
         list it was (an extension), or its whole value (or ``empty``)."""
         bkey = blob_key(channel, version)
-        if channel not in values:
+        if channel not in values:  # emptied (a trigger consumed): a version with no value
             extended.discard(channel)
-            return [
-                Append(run, r, blobs_kind(ns), quiet=True)
-                for r in records(bkey, {"t": "empty"}, "")
-            ]
+            return []
         value = values[channel]
         base = seen.versions.get(channel)
         earlier = self._lists.get((run, ns, channel, str(base))) if base is not None else None
@@ -247,20 +244,22 @@ class Programs:
         run = thread_run(conf["thread_id"])
         ckey = checkpoint_key(cid)
         kind = checkpoints_kind(ns)
-        planned: list[tuple[bool, list[Item]]] = []
-        for idx, (channel, value) in enumerate(writes):
-            i = WRITES_IDX_MAP.get(channel, idx)
-            meta = {"task": task_id, "path": task_path, "ch": channel, "i": i, "t": ""}
-            meta["t"], body = encode(self.serde, value, f"the write to channel {channel!r}", run)
-            planned.append((i < 0, records(f"{ckey}/{task_id}/{i}", meta, body)))
-        for replace, items in planned:
-            *chunks, head = items
-            for chunk in chunks:
-                yield Append(run, chunk, kind)
-            # A special write (an error, an interrupt) replaces the one before; a
-            # task's ordinary write is kept as first written (a task run again writes
-            # the same).
-            yield Put(run, head, kind) if replace else Append(run, head, kind, quiet=True)
+        if not writes:
+            return
+        idx = [WRITES_IDX_MAP.get(channel, i) for i, (channel, _) in enumerate(writes)]
+        # One record per call (a task's writes come in one): a call of special writes
+        # only (an error, an interrupt) replaces the same one before; a task's ordinary
+        # writes are kept as first written (a task run again writes the same).
+        special = all(i < 0 for i in idx)
+        key = f"{ckey}/{task_id}/" + ("s" + ",".join(map(str, idx)) if special else "w")
+        pairs = [[c, i] for (c, _), i in zip(writes, idx, strict=True)]
+        meta = {"task": task_id, "path": task_path, "w": pairs, "t": ""}
+        what = f"a write of task {task_id!r} (channels {[c for c, _ in writes]})"
+        meta["t"], body = encode(self.serde, [v for _, v in writes], what, run)
+        *chunks, head = records(key, meta, body)
+        for chunk in chunks:
+            yield Append(run, chunk, kind)
+        yield Put(run, head, kind) if special else Append(run, head, kind, quiet=True)
 
     # -- get_tuple and list -------------------------------------------------------------
 
@@ -379,10 +378,10 @@ class Programs:
         for item in group[1:]:
             if "/" in item.key and "#" not in item.key and "n" in item.value:
                 v = item.value
-                value = decode(self.serde, v["t"], payload(item, by_key, run), run)
-                writes.append(
-                    (writes_sort_key(v["path"], v["task"], v["i"]), (v["task"], v["ch"], value))
-                )
+                values = decode(self.serde, v["t"], payload(item, by_key, run), run)
+                for (channel, i), value in zip(v["w"], values, strict=True):
+                    key = writes_sort_key(v["path"], v["task"], i)
+                    writes.append((key, (v["task"], channel, value)))
         writes.sort(key=lambda w: w[0])
         parent = head.value.get("parent")
         return CheckpointTuple(

@@ -176,11 +176,13 @@ class DurableSaver(BaseCheckpointSaver[str]):
         await self._arun(self._programs.delete_thread(str(thread_id)))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """A channel's next version, as LangGraph's own savers make it: the step number
-        then a random part, so that two branches of a thread (a resume from an earlier
-        checkpoint) never give one (channel, version) two values."""
+        """A channel's next version: the step number, fixed width (versions compare as
+        text), then a random part, so that two branches of a thread (a resume from an
+        earlier checkpoint) never give one (channel, version) two values -- as
+        LangGraph's own savers make them, in 21 characters instead of 49 (a checkpoint
+        names the version of every channel, and every node's last seen ones)."""
         number = 0 if current is None else int(str(current).split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
 
 def _new_head(request: Touch) -> Checkpoint:
