@@ -16,7 +16,7 @@ Framework checkpoints on Cosmos DB, ours against its own ``CosmosCheckpointStora
 worker's look with many leased runs; 200 async agents in one worker process) and
 ``fleet_runs`` (trivial runs through 8 worker processes, beside DBOS queues), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
-concurrency 4), 17 ``lg_checkpoints`` (LangGraph checkpoints: ``DurableSaver`` against
+concurrency 4), 18 ``lg_checkpoints`` (LangGraph checkpoints: ``DurableSaver`` against
 langchain-azure-cosmosdb's saver on cosmos-local, and against ``SqliteSaver`` on
 files). This module owns the table and the command line.
 
@@ -176,7 +176,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
     part("queues", "16. a queue's limit", lambda: queues.queues(table, base, quick))
     part(
         "langgraph",
-        "17. LangGraph checkpoints on files",
+        "18. LangGraph checkpoints on files",
         lambda: lg_checkpoints.langgraph_files(table, base, quick),
     )
     return broken
@@ -280,7 +280,7 @@ def cosmos_parts(
         )
         part(
             "langgraph",
-            "17. LangGraph checkpoints on cosmos-local",
+            "18. LangGraph checkpoints on cosmos-local",
             lambda: lg_checkpoints.langgraph_cosmos(table, endpoint, quick),
         )
     return True

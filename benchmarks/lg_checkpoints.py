@@ -1,4 +1,4 @@
-"""Part 17: LangGraph checkpoints, ``DurableSaver`` against the peers, in one run.
+"""Part 18: LangGraph checkpoints, ``DurableSaver`` against the peers, in one run.
 
 The workload is a real LangGraph graph: one node that loops (as an agent's does), each
 superstep adding one 5 KB message to a ``messages`` channel (``operator.add``, the way
@@ -105,7 +105,7 @@ def langgraph_cosmos(table: Table, endpoint: str, quick: bool) -> None:
 
         from durable_steps.integrations.langgraph import DurableSaver
     except ImportError:
-        table.add("17", "LangGraph checkpoints on Cosmos DB", "n/a", note=INSTALL)
+        table.add("18", "LangGraph checkpoints on Cosmos DB", "n/a", note=INSTALL)
         return
     supersteps = 40 if quick else 200
 
@@ -146,13 +146,13 @@ def langgraph_cosmos(table: Table, endpoint: str, quick: bool) -> None:
     for who, steps in (("DurableSaver", ours), ("langchain-azure-cosmosdb", theirs)):
         last = steps[-1]
         table.add(
-            "17",
+            "18",
             f"LangGraph {who}: sent a superstep, 1 / {len(steps) - 1}",
             f"{size(steps[1]['sent'])} / {size(last['sent'])}",
             note=f"est. {steps[1]['ru']:.1f} / {last['ru']:.1f} RU",
         )
         table.add(
-            "17",
+            "18",
             f"LangGraph {who}: a run of {supersteps} supersteps to {grown}",
             f"{size(sum(s['sent'] for s in steps))} sent",
             note=f"est. {sum(s['ru'] for s in steps):,.0f} RU",
@@ -160,7 +160,7 @@ def langgraph_cosmos(table: Table, endpoint: str, quick: bool) -> None:
     ratio = sum(s["sent"] for s in theirs) / max(1, sum(s["sent"] for s in ours))
     ru_ratio = sum(s["ru"] for s in theirs) / max(1e-9, sum(s["ru"] for s in ours))
     table.add(
-        "17", "LangGraph bytes sent per run: theirs / ours", f"{ratio:.0f}x",
+        "18", "LangGraph bytes sent per run: theirs / ours", f"{ratio:.0f}x",
         note=f"estimated RU per run: {ru_ratio:.0f}x",
     )  # fmt: skip
 
@@ -176,7 +176,7 @@ def langgraph_files(table: Table, base: Path, quick: bool) -> None:
         import durable_steps as ds
         from durable_steps.integrations.langgraph import DurableSaver
     except ImportError:
-        table.add("17", "LangGraph checkpoints on files", "n/a", note=INSTALL)
+        table.add("18", "LangGraph checkpoints on files", "n/a", note=INSTALL)
         return
     supersteps = 40 if quick else 200
     where = base / f"lg-{uuid.uuid4().hex[:8]}"
@@ -199,7 +199,7 @@ def langgraph_files(table: Table, base: Path, quick: bool) -> None:
         conn.close()
     for who, seconds in timings.items():
         note = f"SQLite journal_mode={mode}, synchronous={sync}" if who == "SqliteSaver" else ""
-        table.add("17", f"LangGraph {who}: a superstep, 5 KB to {size(GROWTH * supersteps)}",
+        table.add("18", f"LangGraph {who}: a superstep, 5 KB to {size(GROWTH * supersteps)}",
                   ms(seconds), note=note)  # fmt: skip
     ratio = timings["SqliteSaver"] / timings["DurableSaver on FileStore"]
-    table.add("17", "LangGraph time per superstep: SqliteSaver / DurableSaver", f"{ratio:.2f}x")
+    table.add("18", "LangGraph time per superstep: SqliteSaver / DurableSaver", f"{ratio:.2f}x")
