@@ -53,9 +53,10 @@ complete (replayed as one ``response.completed`` event), and a crash mid-stream 
 ``StreamReset`` before the chunks of the response asked again.
 
 Refused inside a step (a ``TypeError`` or ``RuntimeError`` saying what to do), because
-their work would run again unseen or be paired with the wrong record: a ``session``; a run resumed from a ``RunState``; tools that act on
-this machine outside a function (``ComputerTool``, ``LocalShellTool``, a local
-``ShellTool``, ``ApplyPatchTool``); runner-managed model retries (``ModelSettings.retry``).
+their work would run again unseen or be paired with the wrong record: a ``session``; a
+run resumed from a ``RunState``; tools that act on this machine outside a function
+(``ComputerTool``, ``LocalShellTool``, a local ``ShellTool``, ``ApplyPatchTool``);
+runner-managed model retries (``ModelSettings.retry``).
 """
 
 from __future__ import annotations
