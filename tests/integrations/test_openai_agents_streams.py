@@ -7,8 +7,12 @@ again. The model streams like the Responses API (text deltas, items done, comple
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,14 +20,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, Runner
-from openai.types.responses import (
-    Response,
-    ResponseCompletedEvent,
-    ResponseOutputItemDoneEvent,
-    ResponseOutputMessage,
-    ResponseTextDeltaEvent,
-    ResponseUsage,
-)
+from openai.types.responses import ResponseTextDeltaEvent
 
 import durable_steps as ds
 
@@ -31,41 +28,8 @@ from . import openai_runs as runs
 from .conftest import Crash
 
 
-class Streamed(runs.Scripted):
-    """The tests' scripted model, streaming: each word of a message a text delta (each a
-    side effect, so a test can crash mid-stream), each item done, then completed."""
-
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
-        runs.effect("model.stream_response")
-        given = kwargs["input"] if "input" in kwargs else args[1]
-        output = self.script(runs.outputs(given))
-        for i, item in enumerate(output):
-            if isinstance(item, ResponseOutputMessage):
-                for word in item.content[0].text.split(" "):  # type: ignore[union-attr]
-                    runs.effect("delta")
-                    yield ResponseTextDeltaEvent.model_construct(
-                        type="response.output_text.delta", delta=word + " ", item_id=item.id,
-                        output_index=i, content_index=0, sequence_number=i, logprobs=[],
-                    )  # fmt: skip
-            yield ResponseOutputItemDoneEvent(
-                type="response.output_item.done", item=item, output_index=i, sequence_number=i
-            )
-        usage = ResponseUsage.model_construct(
-            input_tokens=7, output_tokens=3, total_tokens=10,
-            input_tokens_details={"cached_tokens": 0},
-            output_tokens_details={"reasoning_tokens": 0},
-        )  # fmt: skip
-        response = Response.model_construct(
-            id="r", created_at=0.0, model="scripted", object="response", output=output,
-            parallel_tool_calls=True, tool_choice="auto", tools=[], usage=usage,
-        )  # fmt: skip
-        yield ResponseCompletedEvent(
-            type="response.completed", response=response, sequence_number=len(output)
-        )
-
-
 def streamed_agent() -> Agent[Any]:
-    return Agent(name="calc", model=Streamed(runs.tools_script), tools=[runs.add, runs.get_weather])
+    return runs.streamed_agent()
 
 
 DELTAS: list[str] = []
@@ -99,7 +63,7 @@ def test_a_streamed_run_is_live_written_and_recorded(run_id: str, openai_effects
     ]  # fmt: skip
     assert "".join(c["text"] for c in written if "text" in c).strip() == runs.TOOLS_OUTPUT
     seen = Counter(runs.EFFECTS.seen)
-    assert seen["model.stream_response"] == 3
+    assert seen["model.get_response"] == 3
     assert seen["tool.add"] == 3 and seen["tool.get_weather"] == 1
 
 
@@ -120,7 +84,7 @@ def test_a_crash_mid_stream_resets_the_stream_and_replays_what_was_recorded(
     DELTAS.clear()
     state = asyncio.run(ds.run_async(run_id, [ds.Step("agent", streaming_step)], store))
     assert state == {"output": runs.TOOLS_OUTPUT, "agent": "calc"}
-    assert Counter(again.seen)["model.stream_response"] == 1  # the answer alone
+    assert Counter(again.seen)["model.get_response"] == 1  # the answer alone
     assert not any(e.startswith("tool.") for e in again.seen)
     assert "".join(DELTAS).strip() == runs.TOOLS_OUTPUT  # the answer, live again
     items = chunks(store, run_id)
@@ -128,3 +92,44 @@ def test_a_crash_mid_stream_resets_the_stream_and_replays_what_was_recorded(
     assert len(resets) == 1
     after = items[resets[0] + 1 :]
     assert "".join(c["text"] for c in after if "text" in c).strip() == runs.TOOLS_OUTPUT
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs POSIX fork and SIGKILL")
+def test_a_process_killed_mid_stream_resumes_in_another(
+    env: dict[str, str], tmp_path: Path, run_id: str
+) -> None:
+    """SIGKILLed at the answer's third word (a real process, file store and cosmos-local):
+    another process resumes the run, asks the model for the answer alone, runs no tool
+    again, and the stream holds a StreamReset before the answer's chunks, whole."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integrations.openai_runs", "async", "streamed", run_id],
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, **env, "SIDE_EFFECTS": str(tmp_path), "KILL_AT": "9"},
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        killed = proc.stdout.readline()
+        assert json.loads(killed or "null") == [True], proc.communicate()[1]
+        before = (tmp_path / f"{run_id}.log").read_text().splitlines()
+        assert before[-1] == "model.delta"
+        out, err = proc.communicate("resume\n", timeout=300)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err
+    state = json.loads(out.splitlines()[-1])[run_id]
+    assert state["output"] == runs.TOOLS_OUTPUT
+    assert state["deltas"] > 0  # the answer streamed live to the resumed caller
+    again = Counter((tmp_path / f"{run_id}.log").read_text().splitlines()[len(before) :])
+    assert again["model.get_response"] == 1
+    assert not any(e.startswith("tool.") for e in again)
+    with ds.store_from_env(env) as store:
+        items = [c for _, c in ds.read_stream(store, run_id, "model", follow=False)]
+    resets = [i for i, c in enumerate(items) if isinstance(c, ds.StreamReset)]
+    assert len(resets) == 1
+    answer = "".join(c["text"] for c in items[resets[0] + 1 :] if "text" in c)
+    assert answer.strip() == runs.TOOLS_OUTPUT
