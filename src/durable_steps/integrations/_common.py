@@ -1,10 +1,14 @@
 """What the integrations share: the check of a framework's installed release against the
-range the extra accepts, and the step running here (the unit a framework's work is made
-durable in). Only the public ``durable_steps`` surface, as the integrations themselves."""
+range the extra accepts, the step running here (the unit a framework's work is made
+durable in), and the channel a streamed call hands its events to the caller through.
+Only the public ``durable_steps`` surface, as the integrations themselves."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import deque
+from typing import Any
 
 from durable_steps import MissingExtraError, StepContext, current_step
 
@@ -37,3 +41,28 @@ def step_here() -> StepContext | None:
     except RuntimeError:
         return None
     return ctx if ctx.journal is not None and ctx.call is None else None
+
+
+class Channel:
+    """Events from a streamed call to the caller that waits for them, in one event loop
+    (``pydantic_ai/_live.py``, ``openai_agents/_live.py``)."""
+
+    def __init__(self) -> None:
+        self.events: deque[Any] = deque()
+        self.ended = False
+        self.changed = asyncio.Event()
+
+    def put(self, event: Any) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    def end(self, _: object = None) -> None:
+        self.ended = True
+        self.changed.set()
+
+    async def wait(self) -> None:
+        """Until an event is there or the call ended. Waits on an ``asyncio.Event``, not
+        in a task: a task here would be numbered in the step's scope by timing."""
+        while not self.events and not self.ended:
+            self.changed.clear()
+            await self.changed.wait()

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -47,35 +46,12 @@ from openai.types.responses import (
 
 from durable_steps import call_async, write_stream_async
 
+from .._common import Channel
 from ._recorded import RESPONSE
 
 STREAM: ContextVar[str | None] = ContextVar("durable_steps_openai_stream", default="model")
 """The run stream a streamed run inside a step writes its chunks to (None: none): set
 by ``DurableRunner.run_streamed`` from its ``stream``."""
-
-
-class Channel:
-    """Events from the call to the caller that waits for them, in one event loop."""
-
-    def __init__(self) -> None:
-        self.events: deque[Any] = deque()
-        self.ended = False
-        self.changed = asyncio.Event()
-
-    def put(self, event: Any) -> None:
-        self.events.append(event)
-        self.changed.set()
-
-    def end(self, _: object = None) -> None:
-        self.ended = True
-        self.changed.set()
-
-    async def wait(self) -> None:
-        """Until an event is there or the call ended (on an ``asyncio.Event``, not in a
-        task: a task here would be numbered in the step's scope by timing)."""
-        while not self.events and not self.ended:
-            self.changed.clear()
-            await self.changed.wait()
 
 
 def chunk_of(event: object) -> dict[str, Any] | None:
