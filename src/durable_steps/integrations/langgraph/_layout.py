@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -138,10 +138,6 @@ def chunk_key(key: str, nonce: str, i: int) -> str:
     return f"{key}#{nonce}{i:05d}"
 
 
-def is_chunk(key: str, head: str) -> bool:
-    return key.startswith(head + "#")
-
-
 def payload(head: Item, items: Sequence[Item] | dict[str, Any], run_id: str) -> str:
     """A record's whole payload from its head and its chunks (``items``: the chunks, in
     order, or every item read by key)."""
@@ -159,7 +155,3 @@ def payload(head: Item, items: Sequence[Item] | dict[str, Any], run_id: str) -> 
             )
         parts.append(chunk["d"])
     return "".join(parts)
-
-
-def heads(items: Iterable[Item]) -> list[Item]:
-    return [i for i in items if "#" not in i.key.rpartition(" ")[2] and "n" in i.value]

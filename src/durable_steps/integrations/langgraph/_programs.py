@@ -1,7 +1,9 @@
 """The saver's semantics written once, as programs: generators that yield store
 requests (``Read``, ``Append``, ``Put``, ...) and are resumed with their results, so the
 blocking and the async methods of ``DurableSaver`` cannot drift apart (the runner's
-programs-and-drivers pattern). The package's top tells the design.
+programs-and-drivers pattern). The package's top tells the design. One class, over
+400 lines: its writes and its reads share what it remembers (the last lists of each
+channel, the checkpoints it wrote), and split apart each would reach into the other.
 """
 
 from __future__ import annotations
@@ -42,49 +44,16 @@ from ._layout import (
     records,
     thread_run,
 )
-
-
-class Read(NamedTuple):
-    run_id: str
-    kind: str
-    after: str | None = None
-    limit: int | None = None
-
-
-class Append(NamedTuple):
-    """Create-only; ``quiet``: an item there already is no error (the result says False)."""
-
-    run_id: str
-    item: Item
-    kind: str
-    quiet: bool = False
-
-
-class Put(NamedTuple):
-    run_id: str
-    item: Item
-    kind: str
-
-
-class Touch(NamedTuple):
-    """The thread's run (its head: what listing, deleting and ``finished_ttl`` see):
-    created when missing; its time (``updated_at``) moved to now when older than
-    ``TOUCH``. A writer that meets another's write there meanwhile leaves it."""
-
-    run_id: str
-    thread_id: str
-
-
-class DeleteRun(NamedTuple):
-    run_id: str
-
-
-class ListThreads(NamedTuple):
-    """The thread ids of every thread's run."""
-
-
-Request = Read | Append | Put | Touch | DeleteRun | ListThreads
-Program = Generator[Request, Any, Any]
+from ._requests import (
+    Append,
+    DeleteRun,
+    ListThreads,
+    Program,
+    Put,
+    Read,
+    Request,
+    Touch,
+)
 
 PAGE = 16
 TOUCH = 600.0

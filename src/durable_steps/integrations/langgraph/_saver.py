@@ -24,13 +24,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ... import ConflictError
 from ...backend import AsyncStore, Checkpoint, Store, ThreadedStore, evolve
 from ._layout import WORKFLOW
-from ._programs import (
-    TOUCH,
+from ._programs import TOUCH, Programs
+from ._requests import (
     Append,
     DeleteRun,
     ListThreads,
     Program,
-    Programs,
     Put,
     Read,
     Request,
