@@ -19,7 +19,9 @@ worker's look with many leased runs; 200 async agents in one worker process) and
 and ``fleet_scaling`` (1/2/4/8 processes, CPU a run; the fleet's rows beside DBOS), 16
 ``queues`` (a queue's limit: an admission, and 8 workers through a queue of
 concurrency 4), 17 ``codefirst`` (a ``@durable.step`` call against ``call`` and
-``@DBOS.step``). This module owns the table and the command line.
+``@DBOS.step``), 18 ``lg_checkpoints`` (LangGraph checkpoints: ``DurableSaver`` against
+langchain-azure-cosmosdb's saver on cosmos-local, and against ``SqliteSaver`` on
+files). This module owns the table and the command line.
 
 Every row that has a target shows it, the measured ratio and "met" or "MISSED".
 Parts run one after another in one invocation, on the same disk, so their ratios
@@ -76,6 +78,7 @@ PARTS = (
     "fleet-scaling",
     "queues",
     "codefirst",
+    "langgraph",
 )
 
 
@@ -119,6 +122,7 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         floors,
         growing,
         history,
+        lg_checkpoints,
         listing,
         mailbox,
         queues,
@@ -199,6 +203,11 @@ def run_parts(table: Table, base: Path, quick: bool, skip: set[str], err: Consol
         "17. a decorated step's call",
         lambda: codefirst.codefirst(table, base, quick),
     )
+    part(
+        "langgraph",
+        "18. LangGraph checkpoints on files",
+        lambda: lg_checkpoints.langgraph_files(table, base, quick),
+    )
     if not {"fleet-runs", "fleet-pickup", "fleet-scaling"} <= skip:
         err.rule("15. the fleet beside DBOS")
         fleet_scaling.fleet_table(table)
@@ -227,6 +236,7 @@ def cosmos_parts(
         "fleet",
         "fleet-runs",
         "fleet-pickup",
+        "langgraph",
     }
     if parts <= skip:
         return True
@@ -239,6 +249,7 @@ def cosmos_parts(
         fleet_pickup,
         fleet_runs,
         history,
+        lg_checkpoints,
         listing,
         mailbox,
         streams,
@@ -305,6 +316,11 @@ def cosmos_parts(
             "fleet-pickup",
             "15. the fleet: pickup on cosmos-local (the poll)",
             lambda: fleet_pickup.cosmos_pickup(table, endpoint, base, quick),
+        )
+        part(
+            "langgraph",
+            "18. LangGraph checkpoints on cosmos-local",
+            lambda: lg_checkpoints.langgraph_cosmos(table, endpoint, quick),
         )
     return True
 

@@ -14,6 +14,9 @@ SCENARIO  tools    one agent: two model responses ask for two tools each, run at
           handoff  a triage agent with an input guardrail hands off (an ``on_handoff``
                    callback) to a weather agent with an output guardrail (its model by
                    name, from the run's provider), which calls a tool and answers
+          streamed ``tools`` streamed: ``Runner.run_streamed`` in a ``run_async()`` step
+                   (driver ``async``), the model streaming like the Responses API, each
+                   word of its answer a text delta and a side effect (``model.delta``)
 
 Every model response, tool call, handoff and guardrail that runs appends its call name to
 ``$SIDE_EFFECTS/RUN_ID.log``. With ``KILL_AT=k1,k2,...`` (one k per run) each run is made
@@ -56,9 +59,14 @@ from agents import (
     set_tracing_disabled,
 )
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
+    ResponseOutputItemDoneEvent,
     ResponseOutputMessage,
     ResponseOutputText,
+    ResponseTextDeltaEvent,
+    ResponseUsage,
 )
 
 import durable_steps as ds
@@ -157,6 +165,40 @@ class Scripted(Model):
         raise NotImplementedError("the tests' model does not stream")
 
 
+class Streamed(Scripted):
+    """The scripted model, streaming as the Responses API does: each word of a message a
+    text delta (each a side effect, so a test can kill mid-stream), each item done, then
+    the completed response."""
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> Any:  # an async generator
+        effect("model.get_response")
+        given = kwargs["input"] if "input" in kwargs else args[1]
+        output = self.script(outputs(given))
+        for i, item in enumerate(output):
+            if isinstance(item, ResponseOutputMessage):
+                for word in item.content[0].text.split(" "):  # type: ignore[union-attr]
+                    effect("model.delta")
+                    yield ResponseTextDeltaEvent.model_construct(
+                        type="response.output_text.delta", delta=word + " ", item_id=item.id,
+                        output_index=i, content_index=0, sequence_number=i, logprobs=[],
+                    )  # fmt: skip
+            yield ResponseOutputItemDoneEvent(
+                type="response.output_item.done", item=item, output_index=i, sequence_number=i
+            )
+        usage = ResponseUsage.model_construct(
+            input_tokens=7, output_tokens=3, total_tokens=10,
+            input_tokens_details={"cached_tokens": 0},
+            output_tokens_details={"reasoning_tokens": 0},
+        )  # fmt: skip
+        response = Response.model_construct(
+            id="r", created_at=0.0, model="scripted", object="response", output=output,
+            parallel_tool_calls=True, tool_choice="auto", tools=[], usage=usage,
+        )  # fmt: skip
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=len(output)
+        )
+
+
 class Provider(ModelProvider):
     """Scripted models by name, as a run config's ``model_provider``."""
 
@@ -227,6 +269,10 @@ def tools_agent() -> Agent[Any]:
     return Agent(name="calc", model=Scripted(tools_script), tools=[add, get_weather])
 
 
+def streamed_agent() -> Agent[Any]:
+    return Agent(name="calc", model=Streamed(tools_script), tools=[add, get_weather])
+
+
 # -- scenario "handoff": guardrails, a handoff, a model by name ----------------------------
 
 
@@ -283,6 +329,7 @@ def handoff_config() -> RunConfig:
 SCENARIOS: dict[str, tuple[Callable[[], Agent[Any]], Callable[[], RunConfig | None]]] = {
     "tools": (tools_agent, lambda: None),
     "handoff": (handoff_agent, handoff_config),
+    "streamed": (streamed_agent, lambda: None),
 }
 EXPECTED = {"tools": TOOLS_EFFECTS, "handoff": HANDOFF_EFFECTS}
 OUTPUT = {"tools": TOOLS_OUTPUT, "handoff": HANDOFF_OUTPUT}
@@ -308,6 +355,10 @@ def settled(done: list[str]) -> Counter[str]:
 # -- steps ---------------------------------------------------------------------------------
 
 
+DELTAS: list[str] = []
+"""The text deltas the caller of a streamed run got, as they came."""
+
+
 def result(r: Any) -> dict[str, Any]:
     return {"output": r.final_output, "agent": r.last_agent.name}
 
@@ -323,6 +374,12 @@ def async_step(scenario: str) -> ds.Step:
     agent, config = SCENARIOS[scenario]
 
     async def fn(state: Any) -> dict[str, Any]:
+        if scenario == "streamed":
+            streamed = Runner.run_streamed(agent(), "go", run_config=config())
+            async for event in streamed.stream_events():
+                if event.type == "raw_response_event" and event.data.type.endswith(".delta"):
+                    DELTAS.append(event.data.delta)
+            return {**result(streamed), "deltas": len(DELTAS)}
         return result(await Runner.run(agent(), "go", run_config=config()))
 
     return ds.Step("agent", fn)

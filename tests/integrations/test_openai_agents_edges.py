@@ -297,11 +297,6 @@ def test_structured_tool_outputs_come_back_as_the_sdks_types(
 
 
 REFUSED: dict[str, tuple[type[Exception], str, Callable[[], Any]]] = {
-    "run_streamed": (
-        RuntimeError,
-        "run_streamed",
-        lambda: Runner.run_streamed(runs.tools_agent(), "go"),
-    ),
     "session": (
         TypeError,
         "session",

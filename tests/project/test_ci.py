@@ -140,3 +140,23 @@ def test_the_oldest_agent_framework_the_extra_accepts_is_tested() -> None:
     for module in ("", "_processes", "_package"):
         assert f"tests/integrations/test_agent_framework{module}.py" in tests
         assert (ROOT / f"tests/integrations/test_agent_framework{module}.py").is_file()
+
+
+def test_the_oldest_langgraph_the_extra_accepts_is_tested() -> None:
+    """A job installs the lower bounds of the [langgraph] extra (langgraph and the saver
+    interface, langgraph-checkpoint) and runs the integration's tests on them."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    ((graph, checkpoint),) = re.findall(
+        r'langgraph = \["langgraph>=([\d.]+),<\d+", "langgraph-checkpoint>=([\d.]+),', pyproject
+    )
+    job = workflow()["jobs"]["langgraph-oldest"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any(
+        f"'langgraph=={graph}.0'" in r and f"'langgraph-checkpoint=={checkpoint}.0'" in r
+        for r in runs
+    )
+    tests = next(r for r in runs if "pytest" in r)
+    assert "cosmos-local" in tests
+    for module in ("", "_conformance", "_processes", "_package"):
+        assert f"tests/integrations/test_langgraph{module}.py" in tests
+        assert (ROOT / f"tests/integrations/test_langgraph{module}.py").is_file()

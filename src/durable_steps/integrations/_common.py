@@ -1,13 +1,17 @@
 """What the integrations share: the check of a framework's installed release against the
 range the extra accepts, the step running here (the unit a framework's work is made
-durable in), and the number of an agent run within it. Only the public ``durable_steps``
-surface, as the integrations themselves."""
+durable in), the number of an agent run within it, and the channel a streamed call hands
+its events to the caller through. Only the public ``durable_steps`` surface, as the
+integrations themselves."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import weakref
+from collections import deque
 from hashlib import sha256
+from typing import Any
 
 from durable_steps import MissingExtraError, StepContext, current_step
 
@@ -62,3 +66,28 @@ def digest(text: str) -> str:
     """A framework's id as a call key holds it: a short digest, the same for the same id
     (a key is stored in clear, beside values a store's codec encrypts; ids may be long)."""
     return sha256(text.encode()).hexdigest()[:24]
+
+
+class Channel:
+    """Events from a streamed call to the caller that waits for them, in one event loop
+    (``pydantic_ai/_live.py``, ``openai_agents/_live.py``)."""
+
+    def __init__(self) -> None:
+        self.events: deque[Any] = deque()
+        self.ended = False
+        self.changed = asyncio.Event()
+
+    def put(self, event: Any) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    def end(self, _: object = None) -> None:
+        self.ended = True
+        self.changed.set()
+
+    async def wait(self) -> None:
+        """Until an event is there or the call ended. Waits on an ``asyncio.Event``, not
+        in a task: a task here would be numbered in the step's scope by timing."""
+        while not self.events and not self.ended:
+            self.changed.clear()
+            await self.changed.wait()

@@ -45,11 +45,18 @@ Call names (what ``StepMismatchError`` compares when a step runs again):
 ``handoff.TOOL_NAME``, ``guardrail.input.NAME``, ``guardrail.output.NAME``,
 ``guardrail.tool_input.NAME``, ``guardrail.tool_output.NAME``.
 
+``Runner.run_streamed`` inside a step (in a coroutine of it: the SDK streams on the running
+loop) streams live and durable (``_live.py``): the caller gets the model's events as they
+come, the run stream (``DurableRunner(stream="model")``) one chunk per text delta and per
+finished tool call, each response is recorded as one ``model.get_response`` call when
+complete (replayed as one ``response.completed`` event), and a crash mid-stream leaves a
+``StreamReset`` before the chunks of the response asked again.
+
 Refused inside a step (a ``TypeError`` or ``RuntimeError`` saying what to do), because
-their work would run again unseen or be paired with the wrong record:
-``Runner.run_streamed``; a ``session``; a run resumed from a ``RunState``; tools that act on
-this machine outside a function (``ComputerTool``, ``LocalShellTool``, a local
-``ShellTool``, ``ApplyPatchTool``); runner-managed model retries (``ModelSettings.retry``).
+their work would run again unseen or be paired with the wrong record: a ``session``; a
+run resumed from a ``RunState``; tools that act on this machine outside a function
+(``ComputerTool``, ``LocalShellTool``, a local ``ShellTool``, ``ApplyPatchTool``);
+runner-managed model retries (``ModelSettings.retry``).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from pydantic_core import to_jsonable_python
 from durable_steps import call_async
 
 from .._common import digest, step_here
+from ._live import live_stream
 from ._recorded import OUTPUT, RESPONSE, guardrail_output, output, tool_result
 
 in_step = step_here
@@ -222,14 +223,7 @@ class _DurableModel(Model):
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         if in_step() is None:
             return await self.model.get_response(*args, **kwargs)
-        settings = kwargs.get("model_settings", args[2] if len(args) > 2 else None)
-        if getattr(getattr(settings, "retry", None), "max_retries", None):
-            raise TypeError(
-                "ModelSettings.retry inside a durable step: the SDK would retry a failed "
-                "model request as another durable call, and a resumed step could pair the "
-                "records with the wrong requests. Leave retries to the model's client (the "
-                "OpenAI client retries inside the call), or give the step a Retry"
-            )
+        _refuse_retries(args, kwargs)
 
         async def body() -> ModelResponse:
             return await self.model.get_response(*args, **kwargs)
@@ -238,7 +232,10 @@ class _DurableModel(Model):
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model.stream_response(*args, **kwargs)  # a step refuses run_streamed
+        if in_step() is None:
+            return self.model.stream_response(*args, **kwargs)
+        _refuse_retries(args, kwargs)
+        return live_stream(lambda: self.model.stream_response(*args, **kwargs))
 
     def get_retry_advice(self, request: Any) -> Any:
         return self.model.get_retry_advice(request)
@@ -250,6 +247,17 @@ class _DurableModel(Model):
         cleanup = getattr(self.model, "_cleanup_on_run_end", None)
         if cleanup is not None:
             await cleanup(owner)
+
+
+def _refuse_retries(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    settings = kwargs.get("model_settings", args[2] if len(args) > 2 else None)
+    if getattr(getattr(settings, "retry", None), "max_retries", None):
+        raise TypeError(
+            "ModelSettings.retry inside a durable step: the SDK would retry a failed "
+            "model request as another durable call, and a resumed step could pair the "
+            "records with the wrong requests. Leave retries to the model's client (the "
+            "OpenAI client retries inside the call), or give the step a Retry"
+        )
 
 
 # -- tools and guardrails --------------------------------------------------------------------

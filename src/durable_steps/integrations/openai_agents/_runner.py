@@ -3,6 +3,7 @@ SDK's default (the package's top tells the design)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from typing import Any
@@ -14,6 +15,7 @@ from durable_steps import current_step, running_steps, track_tasks
 
 from .._common import nth_run
 from ._durable import RUN_KEYS, Copies, RunKeys, in_step
+from ._live import STREAM
 
 _log = logging.getLogger("durable_steps")
 
@@ -27,8 +29,11 @@ class DurableRunner(AgentRunner):
     goes to it unchanged.
     """
 
-    def __init__(self, inner: AgentRunner | None = None) -> None:
+    def __init__(self, inner: AgentRunner | None = None, *, stream: str | None = "model") -> None:
         self.inner = inner if inner is not None else AgentRunner()
+        self.stream = stream
+        """The run stream a ``run_streamed`` inside a step writes its chunks to (one per
+        text delta and per finished tool call; None: none)."""
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         if in_step() is None:
@@ -61,12 +66,30 @@ class DurableRunner(AgentRunner):
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         if in_step() is None:
             return self.inner.run_streamed(starting_agent, input, **kwargs)
-        raise RuntimeError(
-            "Runner.run_streamed inside a durable step: a model response streamed out as it "
-            "comes cannot be recorded as one call before it is used, so a resumed step would "
-            "ask the model again. Use 'await Runner.run(...)' (or Runner.run_sync) in the step "
-            "and hand its result on, or stream outside a durable step"
-        )
+        track_tasks()  # before the SDK creates the run's task (see run)
+        _refuse(kwargs.get("session"), input)
+        copies = Copies()
+        kwargs["run_config"], made = copies.run_config(kwargs.get("run_config"))
+        token = STREAM.set(self.stream)  # the run's task copies the context: it writes there
+        try:
+            result = self.inner.run_streamed(copies.agent(starting_agent), input, **kwargs)
+        finally:
+            STREAM.reset(token)
+        task = result.run_loop_task
+
+        def ended(_: object) -> None:
+            copies.published(result)
+            if made is not None:  # the provider the SDK would have made and closed
+                _closing.add(task2 := asyncio.ensure_future(made.aclose()))
+                task2.add_done_callback(_closing.discard)
+
+        if task is not None:
+            task.add_done_callback(ended)
+        return result
+
+
+_closing: set[asyncio.Future[Any]] = set()
+"""The providers being closed after a streamed run (kept from the garbage collector)."""
 
 
 def _refuse(session: Any, input: Any) -> None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -66,31 +65,9 @@ from pydantic_ai.usage import RequestUsage
 
 from durable_steps import write_stream_async
 
+from .._common import Channel
+
 Handler = Callable[[RunContext[Any], AsyncIterable[Any]], Awaitable[None]]
-
-
-class Channel:
-    """Events from a call to the caller that waits for them, in one event loop."""
-
-    def __init__(self) -> None:
-        self.events: deque[ModelResponseStreamEvent] = deque()
-        self.ended = False
-        self.changed = asyncio.Event()
-
-    def put(self, event: ModelResponseStreamEvent) -> None:
-        self.events.append(event)
-        self.changed.set()
-
-    def end(self, _: object = None) -> None:
-        self.ended = True
-        self.changed.set()
-
-    async def wait(self) -> None:
-        """Until an event is there or the call ended. Waits on an ``asyncio.Event``, not
-        in a task: a task here would be numbered in the step's scope by timing."""
-        while not self.events and not self.ended:
-            self.changed.clear()
-            await self.changed.wait()
 
 
 _CHANNEL: ContextVar[Channel | None] = ContextVar("durable_steps_live_channel", default=None)

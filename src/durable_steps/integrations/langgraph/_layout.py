@@ -1,0 +1,157 @@
+"""Where a thread's checkpoints, writes and channel values live among its run's items,
+and how a LangGraph value becomes an item's JSON (the package's top tells the design).
+
+Every name here is pure: keys, kinds, the encoding of one value into records and the
+records back into the value. No I/O; the programs (``_programs``) do that.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ... import CorruptCheckpointError, InvalidRunIdError, InvalidStateError
+from ...backend import Item, check_run_id
+
+WORKFLOW = "langgraph"
+"""The workflow name of a thread's run (``list_runs(workflow="langgraph")`` lists threads)."""
+CHUNK = 160_000
+"""Characters of base64 per item: far under the 256 KB an item may hold, in every store."""
+_HEX = "0123456789abcdef"
+_INVERT = str.maketrans(_HEX + _HEX.upper(), _HEX[::-1] + _HEX[::-1])
+_MAX_KIND = 255
+
+
+def thread_run(thread_id: object) -> str:
+    """The run that holds a thread: ``lg.`` + its id, or its hash when the id breaks
+    the run-id rules (a ``/``, too long)."""
+    text = str(thread_id)
+    try:
+        return check_run_id("lg." + text)
+    except InvalidRunIdError:
+        return "lg.sha256-" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def kind(prefix: str, *parts: str) -> str:
+    """An item kind from parts of any text: each part but the last led by its length,
+    so no two lists of parts give one kind; hashed when over the kind limit."""
+    name = prefix + "".join(f"{len(p)}.{p}." for p in parts[:-1]) + (parts[-1] if parts else "")
+    if len(name) > _MAX_KIND or any(ord(c) < 0x20 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        return prefix + "#" + hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+    return name
+
+
+def checkpoints_kind(ns: str) -> str:
+    return kind("lg.cp.", ns)
+
+
+def blobs_kind(ns: str) -> str:
+    return kind("lg.b.", ns)
+
+
+def extensions_kind(ns: str, channel: str) -> str:
+    return kind("lg.x.", ns, channel)
+
+
+NAMESPACES = "lg.ns"
+
+
+def checkpoint_key(checkpoint_id: str) -> str:
+    """A checkpoint's key: its id with each hex digit inverted, so that the store's
+    ascending key order is LangGraph's newest-first (its ids are uuid6, time-ordered)."""
+    if not checkpoint_id or checkpoint_id.strip(_HEX + _HEX.upper() + "-"):
+        raise ValueError(
+            f"checkpoint id {checkpoint_id!r} is not a LangGraph checkpoint id (hex digits "
+            "and '-', as LangGraph's uuid6 ids are): DurableSaver keeps the ids LangGraph makes"
+        )
+    return checkpoint_id.lower().translate(_INVERT)
+
+
+def checkpoint_id_of(key: str) -> str:
+    return key.translate(_INVERT)
+
+
+def blob_key(channel: str, version: object) -> str:
+    return f"{channel} {version}"
+
+
+def before(key: str) -> str:
+    """A text that sorts just before ``key`` and after every shorter key before it: the
+    ``after`` of a read whose first item is ``key`` when it exists."""
+    return key[:-1] + chr(ord(key[-1]) - 1) + "\uffff"
+
+
+# -- values ----------------------------------------------------------------------------------
+
+
+def encode(serde: SerializerProtocol, value: Any, what: str, run_id: str) -> tuple[str, str]:
+    """``value`` as LangGraph's serializer writes it (its type, base64 of its bytes), or
+    ``InvalidStateError`` when it cannot be written without pickle."""
+    try:
+        kind_, data = serde.dumps_typed(value)
+    except Exception as exc:
+        raise InvalidStateError(
+            f"thread run {run_id!r}: {what} ({type(value).__name__}) cannot be encoded by "
+            f"the checkpoint serializer without pickle ({exc}); nothing was written. Keep "
+            "plain data, LangChain messages, dataclasses or Pydantic models in the graph's "
+            "state, or give DurableSaver a serde that encodes it",
+            run_id=run_id,
+        ) from exc
+    if kind_ == "pickle":
+        raise InvalidStateError(
+            f"thread run {run_id!r}: {what} would be stored as a pickle, which DurableSaver "
+            "never writes (a pickle runs code when it is read); nothing was written. Use a "
+            "serializer without pickle fallback (JsonPlusSerializer() is)",
+            run_id=run_id,
+        )
+    return kind_, base64.b64encode(data).decode()
+
+
+def decode(serde: SerializerProtocol, kind_: str, text: str, run_id: str) -> Any:
+    if kind_ == "pickle":
+        raise CorruptCheckpointError(
+            f"thread run {run_id!r}: a stored value is a pickle, which DurableSaver never "
+            "reads; delete the thread (delete_thread) or restore it from a backup",
+            run_id=run_id,
+        )
+    return serde.loads_typed((kind_, base64.b64decode(text)))
+
+
+def records(key: str, meta: dict[str, Any], payload: str) -> list[Item]:
+    """One logical record as items: the head (``meta``, the first chunk, how many chunks
+    and their nonce), then the other chunks -- under keys of this write alone (the
+    nonce), so a second writer of the same head never overwrites the first one's chunks.
+    Write the chunks first: a head is never there without them."""
+    chunks = [payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK)] or [""]
+    nonce = secrets.token_hex(4)
+    head = Item(key, {**meta, "d": chunks[0], "n": len(chunks), "c": nonce})
+    rest = [Item(chunk_key(key, nonce, i), {"d": c}) for i, c in enumerate(chunks[1:], 1)]
+    return [*rest, head]
+
+
+def chunk_key(key: str, nonce: str, i: int) -> str:
+    return f"{key}#{nonce}{i:05d}"
+
+
+def payload(head: Item, items: Sequence[Item] | dict[str, Any], run_id: str) -> str:
+    """A record's whole payload from its head and its chunks (``items``: the chunks, in
+    order, or every item read by key)."""
+    value = head.value
+    n, nonce = value.get("n", 1), value.get("c", "")
+    parts = [value.get("d", "")]
+    by_key = items if isinstance(items, dict) else {i.key: i.value for i in items}
+    for i in range(1, n):
+        chunk = by_key.get(chunk_key(head.key, nonce, i))
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("d"), str):
+            raise CorruptCheckpointError(
+                f"thread run {run_id!r}: item {head.key!r} is missing its chunk {i} of {n}; "
+                "the thread's store was changed outside DurableSaver",
+                run_id=run_id,
+            )
+        parts.append(chunk["d"])
+    return "".join(parts)
