@@ -40,6 +40,7 @@ import pytest
 import durable_steps as ds
 
 from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
+from ..runner.replay import RunReplay, replay, replay_async
 from ..seam.codec import ValueCodec
 from ..stores import registry
 from . import _codec
@@ -54,8 +55,11 @@ __all__ = [
     "IMAGE",
     "CosmosEndpoint",
     "OpenStore",
+    "RunReplay",
     "known_backends",
     "open_store",
+    "replay",
+    "replay_async",
     "selected_backends",
 ]
 
