@@ -68,7 +68,7 @@ def runs_upgrade(run_id: str, version: str, target: str, drop_calls: bool, as_js
         say(f"run {run_id} now runs on version {version} (was {head.version or 'unpinned'})")
         if drop_calls:
             say(
-                f"{dropped} recorded call(s) of its running step {head.step + 1} were "
+                f"{dropped} recorded operation(s) of its running step {head.step + 1} were "
                 "discarded: that step runs afresh, its calls made again"
             )
     else:
