@@ -45,9 +45,15 @@ def step_for(api: Api, agent: Agent[None, str]) -> ds.Step:
     return agents.async_step(agent) if api.is_async else agents.sync_step(agent)
 
 
-def names(cp: ds.Checkpoint | None) -> list[str]:
+def in_order(cp: ds.Checkpoint | None) -> list[Any]:
+    """A checkpoint's records in the order they were made (a journal keeps them in the
+    order of their keys: a call's key, or its task and index)."""
     assert cp is not None
-    return [c["name"] for c in cp.calls]
+    return sorted(cp.calls, key=lambda c: c.get("at", float("inf")))
+
+
+def names(cp: ds.Checkpoint | None) -> list[str]:
+    return [c["name"] for c in in_order(cp)]
 
 
 def interrupted(api: Api, run_id: str, agent: Agent[None, str]) -> ds.Checkpoint:
@@ -89,7 +95,7 @@ def test_calls_are_named_by_kind_and_tool_and_hold_plain_json(
     effects(at=len(agents.FUNCTION_EFFECTS) - 1)  # before the last request
     cp = interrupted(api, run_id, agents.function_agent())
     assert names(cp) == agents.FUNCTION_CALLS[:-1]
-    results = [c["result"] for c in cp.calls]
+    results = [c["result"] for c in in_order(cp)]
     assert (results[1]["kind"], results[1]["result"]) == ("tool_return", 3)
     assert results[2]["result"] == {"city": "Paris", "temp_c": 21.5}
     assert (results[4]["kind"], results[4]["message"]) == ("model_retry", "a must be >= 0")
@@ -452,7 +458,7 @@ def test_a_tool_asking_for_approval_is_recorded_as_data(run_id: str) -> None:
         ds.run(run_id, [ds.Step("s", step)], store)
     cp = store.load(run_id)
     assert names(cp) == ["model.request", "tool.refund"]
-    assert cp is not None and cp.calls[1]["result"]["kind"] == "approval_required"
+    assert in_order(cp)[1]["result"]["kind"] == "approval_required"
     assert ds.run(run_id, [ds.Step("s", step)], store) == {"approvals": ["refund"]}
     assert asked == ["refund"]
 

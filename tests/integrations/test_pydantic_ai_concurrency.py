@@ -127,19 +127,19 @@ def test_two_agents_gathered_in_one_step_each_replay_their_own_calls(
             asyncio.run(ds.run_async(rid, [ds.Step("s", step)], store))
         cp = asyncio.run(store.load(rid))
         assert cp is not None
-        kept = Counter(_effect_of(r) for r in cp.calls if "result" in r)
         again = effects()
         pause.update(a=0.0, b=0.02)
         state = asyncio.run(ds.run_async(rid, [ds.Step("s", step)], store))
         assert (state["a"], state["b"]) == ("a saw page of a", "b saw page of b"), k
         assert len(set(state["ids"])) == 2
+        kept = Counter(_effect_of(r, state["ids"]) for r in cp.calls if "result" in r)
         assert Counter(again.seen) == WANT - kept, f"interrupted at {k}"
 
 
-def _effect_of(record: Any) -> str:
-    """The side effect of a recorded call: gather(a.run(), b.run()) made agent a's run in
-    the step's first task ("0", and its tasks "0.k"), b's in its second."""
-    tag = "a" if record["task"].split(".")[0] == "0" else "b"
+def _effect_of(record: Any, run_ids: list[str]) -> str:
+    """The side effect of a recorded call: its key names the agent run that made it
+    (agent a's run is the first of ``run_ids``)."""
+    tag = "a" if record["key"].split("/")[0] == run_ids[0] else "b"
     return f"{record['name'].split('.')[0]}.{tag}"
 
 

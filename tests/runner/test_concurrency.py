@@ -375,30 +375,6 @@ def test_result_json_in_the_child_is_the_branch_shape(tmp_path: Path, run_id: st
     assert json.loads(out.stdout) == expected("nested")
 
 
-def test_a_step_that_skips_a_recorded_call_is_warned_about(
-    run_id: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A step that completes without asking for a call it recorded last time (its code
-    changed, or a branch was taken by timing) is logged at WARNING, naming the call."""
-    store = ds.MemoryStore()
-    crashed: list[bool] = []
-
-    def step(state: Any) -> dict[str, Any]:
-        if not crashed:
-            ds.call("first", str, 1)
-            ds.call("second", str, 2)
-            crashed.append(True)
-            raise Killed
-        return {"n": ds.call("first", str, 1)}
-
-    with pytest.raises(Killed):
-        ds.run(run_id, [ds.Step("s", step)], store)
-    with caplog.at_level("WARNING", logger="durable_steps"):
-        assert ds.run(run_id, [ds.Step("s", step)], store) == {"n": "1"}
-    said = [r.getMessage() for r in caplog.records if "without asking" in r.getMessage()]
-    assert len(said) == 1 and "second (1)" in said[0]
-
-
 def test_runs_show_names_the_task_of_a_branch_s_calls(run_id: str) -> None:
     """The operator's view of the journal: a branch's calls say which task made them."""
     from durable_steps.cli.runs import calls_of

@@ -253,6 +253,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "MemoryStore",
             "MessageTimeoutError",
             "MissingExtraError",
+            "NondeterminismError",
             "Queue",  # queues
             "Recorded",
             "Recovered",

@@ -257,6 +257,8 @@ def calls_of(cp: Checkpoint, *, results: bool = False) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"index": r["i"], "kind": kind, "name": r["name"]}
         if r.get("task"):  # made by a task the step created: numbered within it
             entry["task"] = r["task"]
+        if "key" in r:  # a call given a key: found by it, whatever task made it
+            entry["key"] = r["key"]
         if "result" in r:
             n = len(json.dumps(r["result"], default=str).encode())  # (an Encrypted: str)
             entry |= {"size": n, "at": r.get("at")}
@@ -421,6 +423,7 @@ def _show_calls(cp: Checkpoint, with_results: bool) -> None:
     say((f"recorded calls of step {cp.step + 1}", "bold"))
     for c in calls_of(cp, results=with_results):
         at = f"{c['task']}/{c['index']}" if "task" in c else str(c["index"])  # task/index
+        at = f"[{c['key']}]" if "key" in c else at
         if "size" in c:
             say(f"  {at:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
         elif c["kind"] == "call":

@@ -92,7 +92,10 @@ def root_value(cp: Checkpoint, root: str) -> Any:
 
 
 def call_name(record: Mapping[str, Any]) -> str:
-    """A recorded call's address: its index, after its task's name when a task made it."""
+    """A recorded call's address: its index, after its task's name when a task made it;
+    a keyed call's key, in brackets."""
+    if "key" in record:
+        return f"[{record['key']}]"
     task = record.get("task")
     return f"{task}/{record['i']}" if task else str(record["i"])
 

@@ -15,16 +15,18 @@ made -- the task (or thread) that makes it, named by its place in its parent
 (``tasks``): so calls gathered with ``asyncio.gather`` or a ``TaskGroup`` each replay
 their own records whatever the timing -- and checks the record there: a record of
 another kind or name means the step's code changed, or is not deterministic between
-calls: ``StepMismatchError`` naming both, before anything runs. ``call_async`` takes
-its index when it is called (``gather(call_async(a), call_async(b))`` numbers them in
-the order written, in the caller's scope). The records (``task`` only outside the
-step's own scope):
+calls: ``NondeterminismError`` naming both, before anything runs (``identity``). A
+call given a ``key`` takes no place: it is recorded and replayed by its key, whatever
+task or order makes it (``identity``). ``call_async`` takes its index when it is
+called (``gather(call_async(a), call_async(b))`` numbers them in the order written,
+in the caller's scope). The records (``task`` only outside the step's own scope):
 
     {"i": 3, "name": "llm", "at": 1733..., "result": <JSON>}          a finished call
     {"i": 3, "name": "llm", "attempt": 2, "first": 1, "round": 1}     a call being retried
     {"i": 4, "name": "sleep", "kind": "sleep", "wake_at": 1733...}    a sleep (``timers``)
     {"i": 5, "name": "approval", "kind": "wait", "deadline": null}    a wait (``signals``)
     {"i": 0, "task": "1", "name": "llm", "at": 1733..., "result": ...} task 1's first call
+    {"key": "tool:call_7", "i": 0, "name": "lookup", "at": ..., "result": ...} a keyed call
 
 each with ``"step_attempt"``, the attempt of the step that recorded it (records of
 earlier versions have none).
@@ -48,13 +50,16 @@ lease keeper merges the records of calls that save concurrently.
   ``attempt`` counts the starts of that call -- its retries and the step's attempts
   that reached it: every attempt since the one that recorded the durable operation
   before it (``Journal.since``; steps are deterministic between durable operations,
-  so an attempt that went past one went on to the next unless it died in between).
+  so an attempt that went past one went on to the next unless it died in between);
+  a keyed call, whose place is not fixed, counts the step's attempts instead.
 - Once the run's lease is lost or the run is cancelled, no other call starts; nor
   once a record could not be saved (the store failed, the record is over the size
   limit). Either reaches the step as ``StepInterrupted``, a BaseException that
   ``except Exception`` does not catch, and the runner raises the error itself when
   the step ends (``Journal.failed``).
-- When the step completes, its records are dropped (``checkpoints.after_step``).
+- When the step completes, its records are dropped (``checkpoints.after_step``) --
+  after ``Journal.unasked`` found each asked for (``identity``: else the run fails
+  with ``NondeterminismError`` and the records stay).
 """
 
 from __future__ import annotations
@@ -65,19 +70,20 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, NoReturn, Protocol, TypeVar
 
 from ..seam import metering
 from ..seam.checkpoint import Checkpoint
-from ..seam.errors import StepInterrupted, StepMismatchError, StopRequested
+from ..seam.errors import NondeterminismError, StepInterrupted, StopRequested
 from ..seam.rules import check_name
-from ..seam.state import call_key, freeze, thaw
+from ..seam.state import KEYED, call_key, freeze, thaw
 from . import clock
+from .identity import Asked, check_key, divergence, labels, reserved
 from .requests import Request, Sleep, execute, execute_async
 from .retry import NEVER_RETRIED, ONCE, Retry
 from .step import StepContext, _current, current_step
 from .tasks import Scopes, join
-from .telemetry import CallSpan, Observer
+from .telemetry import CallSpan, Observer, log
 from .typed import call_result, declared
 
 T = TypeVar("T")
@@ -141,15 +147,22 @@ class StepDriver(Protocol):
 
 class Journal:
     """The durable operations of one step attempt (see the top), numbered by scope
-    (``tasks``)."""
+    (``tasks``), or named by their keys."""
 
     __slots__ = (
-        "__weakref__", "_by_key", "closed", "driver", "failed", "markers", "records", "run",
-        "scopes",
+        "__weakref__", "_by_key", "asked", "closed", "driver", "failed", "lenient", "markers",
+        "records", "run", "scopes", "step_name",
     )  # fmt: skip
 
-    def __init__(self, run: Recorder, records: tuple[Mapping[str, Any], ...]) -> None:
-        self.run, self.records = run, records
+    def __init__(
+        self,
+        run: Recorder,
+        records: tuple[Mapping[str, Any], ...],
+        step_name: str = "",
+        *,
+        lenient: bool = False,
+    ) -> None:
+        self.run, self.records, self.step_name, self.lenient = run, records, step_name, lenient
         self.driver: StepDriver | None = None
         """Set by the driver that runs the step (``drivers``)."""
         self._by_key: dict[tuple[str, int], Mapping[str, Any]] | None = None
@@ -163,36 +176,71 @@ class Journal:
         self.markers: list[Mapping[str, Any]] = []
         """Records of ``patched`` answers not saved yet: saved before the next record
         (``patches`` says why that is soon enough)."""
+        self.asked = Asked()
+        """What this attempt asked of the record (``identity``)."""
 
     def _where(self) -> str:
-        return f"run {self.run.run_id!r}: step {self.run.cp.step + 1}"
+        return f"run {self.run.run_id!r}: step {self.run.cp.step + 1}" + (
+            f" {self.step_name!r}" if self.step_name else ""
+        )
 
     def take(
-        self, kind: str, name: str, *, foreign: bool = False
+        self, kind: str, name: str, *, foreign: bool = False, key: str | None = None
     ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
         """The key fields of the next operation of the caller's scope (``{"i": 3}``, or
-        ``{"i": 0, "task": "1"}`` in a task the step created), and what is recorded there,
-        checked against what is asked (``foreign``: returned as it is, for the caller to
-        judge -- ``patches``)."""
-        scope, i = self.scopes.take(current_step(), kind, name)
+        ``{"i": 0, "task": "1"}`` in a task the step created; ``{"key": k, "i": 0}`` for
+        a call given a key), and what is recorded there, checked against what is asked
+        (``foreign``: returned as it is, for the caller to judge -- ``patches``)."""
+        if key is None:
+            scope, i = self.scopes.take(current_step(), kind, name)
+            where: dict[str, Any] = {"i": i, "task": scope} if scope else {"i": i}
+        else:
+            self.scopes.check_keyed(current_step(), name)
+            self.asked.take_key(key, name, self._where())
+            where = {"key": key, "i": 0}
         if self._by_key is None:
             self._by_key = {call_key(r): r for r in self.records}
-        record = self._by_key.get((scope, i))
+        record = self._by_key.get(call_key(where))
         if foreign:
-            return ({"i": i, "task": scope} if scope else {"i": i}), record
+            return where, record
+        self.asked.note(where, kind, name)
         if record is None:
             self.stopping()
-        if record is not None and (record.get("kind", "call"), record["name"]) != (kind, name):
+        elif (record.get("kind", "call"), record["name"]) != (kind, name):
             was = f"{record.get('kind', 'call')} {record['name']!r}"
-            where = f"durable operation {i}" + (f" of task {scope}" if scope else "")
-            raise StepMismatchError(
-                f"{self._where()} made {was} as its {where} last time, and now asks "
-                f"for {kind} {name!r}; nothing was run. The step's code changed, or it is not "
-                "deterministic between calls: make the same calls in the same order (or "
-                "use a new run id)",
-                run_id=self.run.run_id,
+            place = (
+                f"its call keyed {key!r}"
+                if key is not None
+                else f"its durable operation {where['i']}"
+                + (f" of task {where['task']}" if "task" in where else "")
             )
-        return ({"i": i, "task": scope} if scope else {"i": i}), record
+            what = (
+                f"{self._where()} made {was} as {place} last time, and now asks for {kind} {name!r}"
+            )
+            if self.lenient:
+                log.info("%s: run anew, its record replaced (the step replays leniently)", what)
+                return where, None
+            self.diverged(f"{what}; nothing was run")
+        return where, record
+
+    def diverged(self, what: str) -> NoReturn:
+        """End the step attempt with ``NondeterminismError``: through ``StepInterrupted``
+        (agent code catching ``Exception`` cannot go on), and the runner fails the run
+        with its record kept (``run``)."""
+        error = self.divergence(what)
+        self.failed = self.failed or error
+        raise StepInterrupted(self.failed)
+
+    def divergence(self, what: str) -> NondeterminismError:
+        """The ``NondeterminismError`` of this step, ``what`` saying how it departed."""
+        return divergence(
+            what,
+            run_id=self.run.run_id,
+            step=self.run.cp.step + 1,
+            step_name=self.step_name,
+            records=self.records,
+            asked=self.asked.asked,
+        )
 
     # -- stop at the next call (issue 31 item 2) ------------------------------------------
 
@@ -211,14 +259,28 @@ class Journal:
         if isinstance(self.failed, StopRequested):
             raise StepInterrupted(self.failed)
 
-    def unasked(self) -> list[str]:
-        """The recorded operations this attempt never asked for (after the step returned):
-        its code changed, or is not deterministic between calls -- worth a warning."""
-        return [
-            f"{r['name']} ({r['task']}/{r['i']})" if r.get("task") else f"{r['name']} ({r['i']})"
-            for r in self.records
-            if r["i"] >= self.scopes.made(r.get("task", ""))
-        ]
+    def unasked(self, *, suspended: bool = False) -> NondeterminismError | None:
+        """The error of the recorded operations this attempt never asked for (after the
+        step returned, or ``suspended``): its code changed, or is not deterministic
+        between calls -- None if there are none, or if the step replays leniently (then
+        they are logged, and dropped with the step's records when it completes).
+
+        When the step suspends, other tasks of it may not have reached their recorded
+        calls yet (timing): only the scopes that suspended (slept or waited) are judged
+        then; the records stay, and the step's completion judges them all."""
+        unasked = self.asked.unasked(self.records, self.scopes.made, suspended=suspended)
+        if not unasked:
+            return None
+        names = ", ".join(labels(unasked[:5]))
+        what = (
+            f"{self._where()} {'suspended' if suspended else 'completed'} without asking for "
+            f"{len(unasked)} recorded operation(s) {names}"
+        )
+        if self.lenient:
+            if not suspended:
+                log.info("%s: dropped (the step replays leniently)", what)
+            return None
+        return self.divergence(what)
 
     def recorded(self, key: Mapping[str, Any], record: Mapping[str, Any]) -> None:
         """The record of ``key`` was saved by this attempt (``since`` looks at it)."""
@@ -275,20 +337,24 @@ def call(
     fn: Callable[..., T],
     /,
     *args: Any,
+    key: str | None = None,
     retry: Retry | None = None,
     returns: Any = None,
     **kwargs: Any,
 ) -> T:
     """``fn(*args, **kwargs)``, run once and recorded: when the step runs again, the
-    recorded result is returned without running ``fn`` (see the top). ``returns``: the
-    result's type, when ``fn``'s annotation does not say it (``typed``)."""
+    recorded result is returned without running ``fn`` (see the top). ``key``: the
+    call's identity within its step, whatever task or order makes it (``keys``);
+    ``returns``: the result's type, when ``fn``'s annotation does not say it
+    (``typed``). ``key``, ``retry`` and ``returns`` are never passed to ``fn``."""
     journal = _journal("call")
     if journal.driven.is_async:
         raise TypeError(
             f"call({name!r}, ...) inside a step run by run_async(): use "
             f"'await call_async({name!r}, ...)', which does not block the event loop"
         )
-    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns)
+    reserved(name, fn, key=key, retry=retry, returns=returns)
+    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns, key=key)
     return execute(program, _do_sync)  # type: ignore[no-any-return]
 
 
@@ -297,6 +363,7 @@ def call_async(
     fn: Callable[..., Awaitable[T] | T],
     /,
     *args: Any,
+    key: str | None = None,
     retry: Retry | None = None,
     returns: Any = None,
     **kwargs: Any,
@@ -304,9 +371,11 @@ def call_async(
     """``call`` for coroutines: ``await call_async(name, fn, *args)``, ``fn`` plain or
     async. It takes its place in its task's numbering when it is called, so calls
     started together (``asyncio.gather(call_async(...), ...)``) are numbered in the
-    order they were written; calls of tasks the step created, within each task."""
+    order they were written; calls of tasks the step created, within each task. A
+    call given a ``key`` takes no place: it replays by its key."""
     journal = _journal("call_async")
-    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns)
+    reserved(name, fn, key=key, retry=retry, returns=returns)
+    program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns, key=key)
     try:
         first = next(program)  # the index is taken now; a recorded call returns at once
     except StopIteration as done:
@@ -341,38 +410,60 @@ def _call(
     *,
     retry: Retry | None,
     returns: Any = None,
+    key: str | None = None,
 ) -> Generator[Invoke | SaveRecord | Sleep, Any, Any]:
     """One call: replayed from its record, or run (and retried) and recorded."""
     check_name(name, "call name")
     if not callable(fn):
         raise TypeError(f"call({name!r}, fn, ...): fn must be callable, not {fn!r}")
     typed = declared(fn, returns)
-    key, record = journal.take("call", name)
+    where, record = journal.take("call", name, key=check_key(name, key))
+    try:
+        return (
+            yield from _run_call(
+                journal, name, fn, args, kwargs,
+                key=where, record=record, typed=typed, retry=retry,
+            )
+        )  # fmt: skip
+    except BaseException:
+        journal.asked.release(where)
+        raise
+
+
+def _run_call(
+    journal: Journal,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    key: dict[str, Any],
+    record: Mapping[str, Any] | None,
+    typed: Any,
+    retry: Retry | None,
+) -> Generator[Invoke | SaveRecord | Sleep, Any, Any]:
+    """``_call`` once its place is taken: ``key`` its record's key fields."""
     i = key["i"]
     ctx = current_step()
     obs = journal.run.obs
+    inner, outer = _scopes(ctx, key)
 
     def back(result: Any) -> Any:  # as the caller gets it: the declared type, if any
         value = thaw(result)
         return value if typed is None else typed.load(value, f"call {i} {name!r}", ctx.run_id)
 
     if record is not None and "result" in record:
+        journal.asked.replayed.add(inner)  # what its function recorded inside is not asked now
         obs.call_replayed(ctx.index, i, name, ctx.attempt)
         return back(record["result"])
     policy = retry or ONCE
-    if record is not None:  # attempts recorded: the last one was started in that step
-        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
-        attempt = record["attempt"] + max(1, ctx.attempt - since)
-        first = record["first"] if record.get("round") == ctx.first_attempt else attempt
-    else:  # started by each step attempt that reached it; its retries count from here
-        attempt = first = max(1, ctx.attempt - journal.since(key, ctx.attempt) + 1)
+    attempt, first = _starts(journal, ctx, key, record)
     while True:
         journal.check()
         span = obs.call(ctx.index, i, name, attempt)
         try:
             inside = replace(
-                ctx, call=(i, name), attempt=attempt, task=join(ctx.task, f"c{i}"),
-                call_scope=ctx.task,
+                ctx, call=(i, name), attempt=attempt, task=inner, call_scope=outer,
             )  # fmt: skip
             value = yield Invoke(fn, args, kwargs, inside, span)
         except BaseException as exc:
@@ -403,6 +494,30 @@ def _call(
         yield SaveRecord(journal, record, span)
         journal.recorded(key, record)
         return back(result)
+
+
+def _scopes(ctx: StepContext, key: Mapping[str, Any]) -> tuple[str, str]:
+    """The scope of the operations made inside a call's function, and the one of its
+    caller as its idempotency key names it: ``c3`` in the caller's task -- or, for a
+    keyed call, one named by its key, whatever task made it."""
+    if "key" in key:
+        return KEYED + key["key"], KEYED + key["key"]
+    return join(ctx.task, f"c{key['i']}"), ctx.task
+
+
+def _starts(
+    journal: Journal, ctx: StepContext, key: Mapping[str, Any], record: Mapping[str, Any] | None
+) -> tuple[int, int]:
+    """The attempt of an unfinished call starting now, and the first of its round."""
+    if record is not None:  # attempts recorded: the last one was started in that step
+        since = record.get("step_attempt", ctx.attempt - 1)  # attempt, and in each since
+        attempt = record["attempt"] + max(1, ctx.attempt - since)
+        return attempt, record["first"] if record.get("round") == ctx.first_attempt else attempt
+    if "key" in key:  # its place is not fixed: counted by the step's attempts, which
+        return ctx.attempt, ctx.attempt  # differ from every earlier one's (stream resets)
+    # Started by each step attempt that reached it; its retries count from here.
+    attempt = max(1, ctx.attempt - journal.since(key, ctx.attempt) + 1)
+    return attempt, attempt
 
 
 @contextlib.contextmanager

@@ -180,7 +180,7 @@ class RunProgram:
         not count (it may have caught the ``StepInterrupted``): ``unsaved`` decides."""
         while True:
             cp = self.cp
-            journal = Journal(self, cp.calls)
+            journal = Journal(self, cp.calls, step.name, lenient=step.replay == "lenient")
             ctx = StepContext(
                 self.run_id, i, step.name, cp.attempt, cp.signals, cp.first_attempt, None, journal
             )
@@ -189,6 +189,10 @@ class RunProgram:
             except GeneratorExit:
                 raise
             except BaseException as exc:
+                if journal.failed is None and isinstance(exc, Suspend):
+                    # Suspended while records of its were never asked for: failed before
+                    # the wait is saved (``Journal.unasked``).
+                    journal.failed = journal.unasked(suspended=True)
                 if journal.failed is None and (yield from self.ended(i, step, exc)):
                     continue
             else:
@@ -197,22 +201,14 @@ class RunProgram:
                         done = self.completed(i, step, updates)
                     except Exception as exc:  # not a mapping, not JSON: it would be again
                         yield from self.fail(i, step, exc)
-                    self.unasked(i, step, journal)
-                    saved = yield from self.keep(i, step, done)
-                    self.obs.step_ended(None)
-                    return saved
+                    # Completed while records of its were never asked for: failed before
+                    # the save that would drop them (``Journal.unasked``).
+                    journal.failed = journal.unasked()
+                    if journal.failed is None:
+                        saved = yield from self.keep(i, step, done)
+                        self.obs.step_ended(None)
+                        return saved
             yield from self.unsaved(i, step, journal)
-
-    def unasked(self, i: int, step: Step, journal: Journal) -> None:
-        """Warn of recorded operations step i completed without asking for: its code
-        changed, or it is not deterministic between calls (a branch taken by timing)."""
-        if unasked := journal.unasked():
-            log.warning(
-                "run %r: step %d %r completed without asking for %d recorded operation(s) "
-                "%s: its code changed, or it is not deterministic between calls (a branch "
-                "taken by timing?)",
-                *(self.run_id, i, step.name, len(unasked), ", ".join(unasked[:5])),
-            )
 
     def ended(self, i: int, step: Step, exc: BaseException) -> Generator[Request, Any, bool]:
         """Step i raised ``exc``: True when it runs again now (a retry, or a signal that

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .retry import Retry
 
@@ -37,6 +37,19 @@ class Step:
     returns: Any = field(default=None, kw_only=True)
     """What the step returns, validated before its fields become the updates (a
     Pydantic model class; ``runner.typed``). None: a mapping, or a model's fields."""
+    replay: Literal["strict", "lenient"] = field(default="strict", kw_only=True)
+    """How a replay that departs from the step's record is met (``journal``):
+    ``"strict"`` fails the run with ``NondeterminismError``, its record kept;
+    ``"lenient"``, for a step nondeterministic by design, runs a changed call anew and
+    drops records not asked for, with an INFO log -- what they returned is lost, and a
+    changed call may run twice."""
+
+    def __post_init__(self) -> None:
+        if self.replay not in ("strict", "lenient"):
+            raise ValueError(
+                f"Step({self.name!r}, ..., replay={self.replay!r}): replay is 'strict' (a "
+                "departure from the record fails the run) or 'lenient' (it is dropped)"
+            )
 
 
 class TaskScopes(Protocol):
@@ -59,7 +72,9 @@ class StepJournal(Protocol):
     @property
     def scopes(self) -> TaskScopes: ...
 
-    def take(self, kind: str, name: str) -> tuple[dict[str, Any], Mapping[str, Any] | None]: ...
+    def take(
+        self, kind: str, name: str, *, foreign: bool = False, key: str | None = None
+    ) -> tuple[dict[str, Any], Mapping[str, Any] | None]: ...
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,12 @@ class Scopes:
         self._next[scope] = i + 1
         return scope, i
 
+    def check_keyed(self, ctx: StepContext, name: str) -> None:
+        """A keyed call replays by its key whatever task makes it, but not from a thread
+        the step started: refused as an unkeyed call is (its save would race the step's)."""
+        if self._why_not(ctx.task, executor()) == "thread":
+            raise self._refused("call", name, _WHY["thread"])
+
     def give_back(self, scope: str, i: int) -> None:
         """Undo ``take`` of index ``i`` in ``scope``, the last one taken there: an operation
         that turned out not to be one (``patches``: a ``patched`` of old code's run)."""

@@ -13,6 +13,7 @@
     ├── RunNotFoundError        (also a LookupError) the run has no checkpoint
     ├── StepNotKeptError        (also a LookupError) history keeps no such step or call
     ├── StepMismatchError       the completed part of the step list changed
+    │   └── NondeterminismError a step's replay departed from its recorded calls
     ├── CorruptCheckpointError  a stored checkpoint exists but cannot be read
     ├── CodecError              a value is encrypted with a key this store does not have
     ├── InvalidRunIdError       (also a ValueError) breaks the run-id rules
@@ -153,6 +154,24 @@ class StepMismatchError(DurableError):
     """A resumed run was given steps whose completed part differs from the checkpoint."""
 
     run_id: str
+
+
+class NondeterminismError(StepMismatchError):
+    """A step's replay departed from its record: it asked for a call the record has
+    under another name at that place (or key), or it completed -- or suspended --
+    while recorded operations of it were never asked for. Going on would run a
+    recorded call again (an email sent twice) or lose what it returned, so the run
+    is failed with its record kept: fix the code (or mark the step
+    ``replay="lenient"``), then ``resume_run``. ``step``/``step_name`` name the step;
+    ``recorded`` lists the calls its record holds, ``asked`` the calls this attempt
+    asked for (``"name (task/i)"``, ``"name [key]"``). A subclass of
+    ``StepMismatchError``: code catching that catches this too."""
+
+    run_id: str
+    step: int
+    step_name: str
+    recorded: list[str]
+    asked: list[str]
 
 
 class CorruptCheckpointError(DurableError):

@@ -253,22 +253,32 @@ class CallRecords(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], .
         return call_records(ordered, self, (record,), old)
 
 
+KEYED = "="
+"""What starts the place of a keyed record (``call_key``): no task scope does."""
+
+
 def call_key(record: Mapping[str, Any]) -> tuple[str, int]:
     """Where a record of a step's journal belongs: its task's scope (``"task"``; absent
-    for the step's own task) and its index ``i`` there (``runner.tasks``). A journal
-    keeps its records in the order of their keys."""
+    for the step's own task) and its index ``i`` there (``runner.tasks``) -- or, for a
+    call given an explicit key (``"key"``), ``("=" + key, -1)``: the same whatever task
+    or order made it, and apart from the operations made inside its function (scope
+    ``"=" + key``, from 0). A journal keeps its records in the order of their keys."""
+    key = record.get("key")
+    if key is not None:
+        return KEYED + key, -1
     return record.get("task", ""), record["i"]
 
 
 def is_record(record: object) -> bool:
     """Whether ``record`` has the shape of a journal record: an object with an index
-    ``i`` (an int from 0), a ``name``, and a ``task`` scope (text) if any."""
+    ``i`` (an int from 0), a ``name``, and a ``task`` scope or a ``key`` (text) if any."""
     return (
         isinstance(record, dict)
         and type(record.get("i")) is int
         and record["i"] >= 0
         and isinstance(record.get("name"), str)
         and isinstance(record.get("task", ""), str)
+        and isinstance(record.get("key", ""), str)
     )
 
 

@@ -49,10 +49,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import logging
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -173,8 +175,17 @@ def _model(name: str, model_id: str | None) -> str:
     return name if model_id is None or model_id == "default" else f"{name}:{model_id}"
 
 
+_KEY: ContextVar[str | None] = ContextVar("durable_steps_pydantic_ai_key", default=None)
+"""The key of the operation being dispatched (``_Calls.bind``), read by ``execute``."""
+
+
 class _Calls(CallableOperationBackend[None]):
-    """Each operation one durable call of the step."""
+    """Each operation one durable call of the step, keyed by what Pydantic AI knows it
+    by (``key_of``) where it knows it."""
+
+    def bind(self, operation: Any) -> Any:
+        bound = super().bind(operation)
+        return _Keyed(bound, operation)
 
     async def execute(
         self,
@@ -185,7 +196,56 @@ class _Calls(CallableOperationBackend[None]):
         cache_key: tuple[object, ...],
         config: None,
     ) -> object:
-        return await call_async(name, body)
+        return await call_async(name, body, key=_KEY.get())
+
+
+class _Keyed:
+    """A bound operation that names its key for ``_Calls.execute``: set in the task that
+    dispatches it, which awaits ``execute`` before anything else runs there."""
+
+    def __init__(self, bound: Any, operation: Any) -> None:
+        self._bound, self._operation = bound, operation
+
+    @property
+    def operation(self) -> Any:
+        return self._operation
+
+    async def __call__(self, params: Any, *, config: object | None = None) -> Any:
+        token = _KEY.set(key_of(self._operation.operation_id, params))
+        try:
+            return await self._bound(params, config=config)
+        finally:
+            _KEY.reset(token)
+
+
+def key_of(operation_id: DurableOperationId, params: object) -> str | None:
+    """A call's key, from what Pydantic AI identifies it by within its agent run (its
+    ``run_id``): a model request by its place in the conversation (the run's step, the
+    messages before it), a tool call (and the validation of its arguments) by the
+    model's ``tool_call_id`` in its step. None -- numbered by its place in its task --
+    for the rest (discovery, events), or when the run has no id."""
+    ctx = getattr(params, "ctx", None) or getattr(params, "run_context", None)
+    run = getattr(ctx, "run_id", None)
+    if run is None:
+        return None
+    step = getattr(ctx, "run_step", 0)
+    match operation_id:
+        case ModelRequestId():
+            messages = getattr(params, "messages", None)
+            key = None if messages is None else f"{run}/{step}/model/{len(messages)}"
+        case ToolsetCallToolId() | ToolsetValidateToolArgumentsId():
+            part = "tool" if isinstance(operation_id, ToolsetCallToolId) else "validate"
+            tool_call_id = getattr(ctx, "tool_call_id", None)
+            key = None if tool_call_id is None else f"{run}/{step}/{part}/{tool_call_id}"
+        case _:
+            key = None
+    if key is not None and len(key) > _LONGEST:  # a provider's very long id: its digest
+        key = f"{run}/{step}/{hashlib.sha256(key.encode()).hexdigest()}"
+    return key
+
+
+_LONGEST = 400
+"""Keys longer than this (a call key's limit is 512) are shortened to a digest."""
 
 
 def _not_json(exc: Exception) -> BaseException:
