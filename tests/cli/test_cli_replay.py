@@ -64,7 +64,7 @@ def test_replay_prints_a_table_and_exits_1_on_a_divergence(here: Cli, run_id: st
     assert new.returncode == 1, new.stderr
     [r] = json.loads(new.stdout)
     assert (r["outcome"], r["where"], r["was"], r["now"]) == (
-        "diverges", "operation 0", "call 'lookup'", "call 'enrich'",
+        "diverges", "lookup (0)", "call 'lookup'", "call 'enrich'",
     )  # fmt: skip
     missing = here("replay", "review_flows:WORKFLOWS", "--run", f"{run_id}-x")
     assert missing.returncode == 0 and "cannot be checked" in missing.stdout
@@ -83,7 +83,7 @@ def test_upgrade_refuses_a_move_that_diverges_and_drop_calls_moves_it(
     flows = ("--workflow", "review_flows:WORKFLOWS")
     refused = here("runs", "upgrade", run_id, "--to", "B", *flows)
     assert refused.returncode == 1
-    assert "diverges from its record on that code at operation 0" in refused.stderr
+    assert "diverges from its record on that code at its recorded lookup (0)" in refused.stderr
     assert "--drop-calls" in refused.stderr
     with here.store() as store:
         assert store.load(run_id).version == "A"

@@ -58,12 +58,15 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ..seam.checkpoint import STATUSES, Checkpoint
-from ..seam.errors import DurableError, StepInterrupted, StepMismatchError, Suspend
+from ..seam.errors import (
+    DurableError, NondeterminismError, StepInterrupted, StepMismatchError, Suspend,
+)  # fmt: skip
 from ..seam.rules import check_run_id
 from ..seam.state import call_key
 from ..seam.store import AsyncStore, Store
 from . import tasks
 from .drivers import _async_only, _sync_only
+from .identity import label, labels
 from .journal import Journal
 from .requests import (
     AppendItem,
@@ -86,9 +89,9 @@ DEFAULT_STATUSES = ("running", "waiting", "failed")
 """The runs in flight: what a deploy's new code meets."""
 
 DIVERGED: tuple[type[BaseException], ...] = (StepMismatchError,)
-"""What the journal raises when a step asks for an operation its record has under
-another kind or name."""
-Refused = StepMismatchError
+"""What the journal raises when a step departs from its record (``NondeterminismError``,
+a ``StepMismatchError``), or refuses how it asks (``tasks``: a call from a thread)."""
+Refused = NondeterminismError
 """What ``upgrade_run`` raises when a move would diverge."""
 
 
@@ -115,6 +118,10 @@ class RunReplay:
     """What the code asked for there (a divergence): ``call 'enrich'``."""
     etag: str | None = None
     """The version of the run that was replayed (``upgrade_run`` moves that one only)."""
+    recorded_ops: tuple[str, ...] = ()
+    """The step's recorded operations, as errors name them: ``lookup (0)``, ``x [key]``."""
+    asked_ops: tuple[str, ...] = ()
+    """The operations the code asked for, in order."""
 
     @property
     def diverges(self) -> bool:
@@ -126,10 +133,6 @@ class RunReplay:
 
 class _NotRun(Exception):
     """The replay's answer to an operation that would do new work (see the top)."""
-
-
-def _place(scope: str, i: int) -> str:
-    return f"operation {i}" + (f" of task {scope}" if scope else "")
 
 
 def _op(record: Mapping[str, Any]) -> str:
@@ -152,23 +155,29 @@ class _ReplayJournal(Journal):
 
     __slots__ = ("last", "mismatch")
 
-    def __init__(self, run: _Replaying, records: tuple[Mapping[str, Any], ...]) -> None:
-        super().__init__(run, records)
+    def __init__(self, run: _Replaying, step: Step) -> None:
+        super().__init__(run, run.cp.calls, step.name, lenient=step.replay == "lenient")
         self.last: dict[str, str] = {}
         self.mismatch: tuple[str, str, str] | None = None
 
     def take(self, kind: str, name: str, **how: Any) -> Any:
         scope = _current.get().task  # type: ignore[union-attr] # inside a step
         try:
-            taken = super().take(kind, name, **how)
-        except DIVERGED:
-            i = self.scopes.made(scope) - 1
-            there = next((r for r in self.records if call_key(r) == (scope, i)), None)
+            where, record = super().take(kind, name, **how)
+        except BaseException as exc:
+            if not isinstance(exc, StepInterrupted | StepMismatchError):
+                raise
+            if how.get("key") is not None:
+                place: dict[str, Any] = {"key": how["key"], "i": 0}
+            else:
+                i = self.scopes.made(scope) - 1
+                place = {"i": i, "task": scope} if scope else {"i": i}
+            there = next((r for r in self.records if call_key(r) == call_key(place)), None)
             if there is not None and (there.get("kind", "call"), there["name"]) != (kind, name):
-                self.mismatch = (_place(scope, i), _op(there), f"{kind} {name!r}")
+                self.mismatch = (label(place, there["name"]), _op(there), f"{kind} {name!r}")
             raise
-        self.last[scope] = f"{_place(scope, self.scopes.made(scope) - 1)} ({kind} {name!r})"
-        return taken
+        self.last[scope] = label(where, name, kind)
+        return where, record
 
 
 # -- the drivers ----------------------------------------------------------------------
@@ -362,7 +371,7 @@ def check_against(loaded: Checkpoint, workflow: Workflow) -> Generator[Request, 
     )  # fmt: skip
     program.adopt(loaded)
     cp = program.cp
-    journal = _ReplayJournal(program, cp.calls)
+    journal = _ReplayJournal(program, step)
     ctx = StepContext(
         cp.run_id, i, step.name, cp.attempt, cp.signals, cp.first_attempt, None, journal
     )
@@ -383,39 +392,37 @@ def _verdict(
     journal: _ReplayJournal,
     ended: BaseException | None,
 ) -> RunReplay:
-    unasked = journal.unasked()
+    suspended = isinstance(ended, Suspend)
+    unasked = journal.asked.unasked(journal.records, journal.scopes.made, suspended=False)
     n = len(cp.calls)
     asked = n - len(unasked)
 
     def report(outcome: Outcome, detail: str, **more: Any) -> RunReplay:
         return RunReplay(
             cp.run_id, outcome, detail, cp.workflow, workflow.version, cp.step + 1, step.name,
-            n, asked, etag=cp.etag, **more,
+            n, asked, etag=cp.etag, recorded_ops=tuple(labels(journal.records)),
+            asked_ops=tuple(journal.asked.asked), **more,
         )  # fmt: skip
 
-    if journal.mismatch is not None or isinstance(ended, DIVERGED):
+    diverged = journal.failed if isinstance(journal.failed, DIVERGED) else ended
+    if journal.mismatch is not None or isinstance(diverged, DIVERGED):
         where, was, now = journal.mismatch or (None, None, None)
-        return report("diverges", str(ended), where=where, was=was, now=now)
+        return report("diverges", str(diverged), where=where, was=was, now=now)
     if isinstance(journal.failed, _NotRun):
         stopped = getattr(journal.driver, "stopped", None) or "?"
         detail = f"stopped at {stopped}, the first with no result recorded; asked for "
         detail += f"{asked} of {n} recorded operation(s), in order"
         if unasked:
-            detail += f"; not reached: {', '.join(unasked[:5])}"
+            detail += f"; not reached: {', '.join(labels(unasked[:5]))}"
         return report("replays", detail, where=stopped)
+    if error := journal.unasked(suspended=suspended):
+        return report("diverges", str(error), where=labels(unasked[:1])[0] if unasked else None)
     if isinstance(ended, Suspend):
         what = f"waited for {ended.signal or ended.topic or 'its timer'}"
     elif ended is None:
         what = "completed"
     else:
         what = f"raised {type(ended).__name__}: {ended}"
-    if unasked:
-        return report(
-            "diverges",
-            f"the step {what} without asking for {len(unasked)} recorded operation(s): "
-            f"{', '.join(unasked[:5])}",
-            where=unasked[0],
-        )
     if isinstance(ended, DurableError):
         return report("diverges", f"the step {what} on its recorded values")
     return report("replays", f"the step {what}, having asked for all {n} recorded operation(s)")

@@ -95,7 +95,7 @@ def _checked(run_id: str, workflow: Workflow) -> Generator[Request, Any, RunRepl
         return None
     checked = yield from check_against(loaded, workflow)
     if checked.diverges:
-        at = f" at {checked.where}" if checked.where else ""
+        at = f" at its recorded {checked.where}" if checked.where else ""
         raise Refused(
             f"run {run_id!r} cannot move to version {workflow.version!r}: its running step "
             f"{checked.step} {checked.step_name!r} diverges from its record on that code{at}: "
@@ -103,6 +103,10 @@ def _checked(run_id: str, workflow: Workflow) -> Generator[Request, Any, RunRepl
             "new code (put the change behind patched()), or move it with --drop-calls "
             "(drop_calls=True), which discards them: the step then runs afresh",
             run_id=run_id,
+            step=checked.step,
+            step_name=checked.step_name,
+            recorded=list(checked.recorded_ops),
+            asked=list(checked.asked_ops),
         )
     return checked
 
