@@ -59,7 +59,11 @@ from typing import Any, Literal
 
 from ..seam.checkpoint import STATUSES, Checkpoint
 from ..seam.errors import (
-    DurableError, NondeterminismError, StepInterrupted, StepMismatchError, Suspend,
+    DurableError,
+    NondeterminismError,
+    StepInterrupted,
+    StepMismatchError,
+    Suspend,
 )  # fmt: skip
 from ..seam.rules import check_run_id
 from ..seam.state import call_key
