@@ -7,7 +7,8 @@ side effect, all forked from one process that imported the frameworks once.
 agents`` would find the Pydantic AI tests' ``agents.py``, not the OpenAI Agents SDK.)
 
 It reads batches on stdin, one JSON line each: ``[{"case", "run_id", "at", "when"}, ...]``,
-runs each item in a process forked for it (a few at a time), and answers one JSON line:
+runs each kill in a process forked for it (a few at a time; the resumes shared out
+among a few processes, each resuming its share on one store), and answers one JSON line:
 ``[{"run_id", "killed", "out"}, ...]`` -- ``killed``: the process died of SIGKILL, ``out``:
 the run's final state when it finished. ``at`` (None: run to the end) is the side effect
 (from 0) before which the process kills itself; ``when="stream"`` kills it instead in the
@@ -204,58 +205,67 @@ def step(case: str) -> ds.Step:
     return ds.Step("agent", fn)
 
 
-async def run_case(case: str, run_id: str) -> dict[str, Any]:
+async def run_cases(items: list[dict[str, Any]], log: Path) -> None:
+    """Run ``items`` one after the other on one store, each state in ``RUN_ID.out``."""
     async with ds.async_store_from_env() as store:
-        return await ds.run_async(run_id, [step(case)], store)
+        for item in items:
+            began = time.perf_counter()
+            out = await ds.run_async(item["run_id"], [step(item["case"])], store)
+            out["seconds"] = time.perf_counter() - began
+            (log / f"{item['run_id']}.out").write_text(json.dumps(out))
 
 
 # -- the process --------------------------------------------------------------------------
 
 
-def forked(item: dict[str, Any], log: Path) -> int:
-    """The pid of a process that runs ``item`` (its state in ``RUN_ID.out``)."""
+def forked(items: list[dict[str, Any]], log: Path) -> int:
+    """The pid of a process that runs ``items`` (a kill's one, or resumes), each state
+    in ``RUN_ID.out``."""
     pid = os.fork()
     if pid:
         return pid
     code = 3
     try:
-        at, when = item.get("at"), item.get("when", "before")
+        at, when = items[0].get("at"), items[0].get("when", "before")
         trip = lambda: os.kill(os.getpid(), signal.SIGKILL)  # noqa: E731
         for effects in (pai.EFFECTS, openai_runs.EFFECTS):
             effects.log, effects.trip = log, trip
             effects.at, effects.when = (None, "before") if when == "stream" else (at, when)
         MID_STREAM[0] = when == "stream"
-        began = time.perf_counter()
-        out = asyncio.run(run_case(item["case"], item["run_id"]))
-        out["seconds"] = time.perf_counter() - began
-        (log / f"{item['run_id']}.out").write_text(json.dumps(out))
+        asyncio.run(run_cases(items, log))
         code = 0
     except BaseException:
-        (log / f"{item['run_id']}.err").write_text(traceback.format_exc())
+        (log / f"{items[-1]['run_id']}.err").write_text(traceback.format_exc())
     finally:
         os._exit(code)
 
 
 def batch(items: list[dict[str, Any]], log: Path) -> list[dict[str, Any]]:
-    running: dict[int, dict[str, Any]] = {}
+    """Each kill in a process of its own; the resumes in ``PARALLEL`` processes, each
+    resuming its share one after the other on one store (a store opened per run would
+    cost more than the run on Cosmos DB)."""
+    kills = [[i] for i in items if i.get("at") is not None or i.get("when") == "stream"]
+    rest = [i for i in items if i.get("at") is None and i.get("when") != "stream"]
+    groups = kills + [rest[j::PARALLEL] for j in range(PARALLEL) if rest[j::PARALLEL]]
+    running: dict[int, list[dict[str, Any]]] = {}
     done: dict[str, dict[str, Any]] = {}
-    todo = list(items)
-    while todo or running:
-        while todo and len(running) < PARALLEL:
-            item = todo.pop(0)
-            running[forked(item, log)] = item
+    while groups or running:
+        while groups and len(running) < PARALLEL:
+            group = groups.pop(0)
+            running[forked(group, log)] = group
         pid, status = os.wait()
-        item = running.pop(pid)
-        run_id = item["run_id"]
-        out, err = log / f"{run_id}.out", log / f"{run_id}.err"
-        done[run_id] = {
-            "run_id": run_id,
-            "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
-            "out": json.loads(out.read_text()) if out.exists() else None,
-            "error": err.read_text() if err.exists() else None,
-        }
-        out.unlink(missing_ok=True)
-        err.unlink(missing_ok=True)
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        for item in running.pop(pid):
+            run_id = item["run_id"]
+            out, err = log / f"{run_id}.out", log / f"{run_id}.err"
+            done[run_id] = {
+                "run_id": run_id,
+                "killed": killed,
+                "out": json.loads(out.read_text()) if out.exists() else None,
+                "error": err.read_text() if err.exists() else None,
+            }
+            out.unlink(missing_ok=True)
+            err.unlink(missing_ok=True)
     return [done[i["run_id"]] for i in items]
 
 
