@@ -25,9 +25,12 @@ Cases (every model request, tool call, handoff and guardrail appends its name to
   request and call-tools node);
 - ``openai:tools`` (parallel tool calls) and ``openai:handoff`` (a handoff with
   guardrails): ``openai_runs``' scenarios;
-- ``gather:N``: N sub-agents, plain ``call_async`` model/tool/model calls, gathered.
+- ``gather:N``: N sub-agents, plain ``call_async`` model/tool/model calls, gathered;
+- ``af:fanout``: an Agent Framework workflow whose start fans out to three executors
+  (one superstep, run at once) and joins them (``af_workflows.fan_out``), checkpointed
+  by ``DurableCheckpointStorage``: a kill resumes from the latest checkpoint.
 
-All run under ``run_async`` on the async store of the environment.
+All run on the async store of the environment (the agents under ``run_async``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 import durable_steps as ds
 from durable_steps.integrations.pydantic_ai import Durable
 
+from . import af_workflows as af
 from . import agents as pai
 from . import openai_runs
 
@@ -164,6 +168,49 @@ async def gathered(n: int) -> dict[str, Any]:
     return {"output": list(await asyncio.gather(*(sub(j) for j in range(n))))}
 
 
+# -- an Agent Framework workflow: a fan-out of executors ----------------------------------
+
+
+AF_OUTPUT = [" | ".join(f"worker.{j}: go" for j in range(af.FAN_OUT))]
+_af_seen: list[str] = []
+
+
+def af_effect(run_id: str, log: Path) -> Any:
+    """An executor's side effect, logged as the others are (no step here: Agent Framework
+    runs the workflow, our store keeps its checkpoints), the process killed at the k-th."""
+
+    def effect(name: str) -> None:
+        if len(_af_seen) == pai.EFFECTS.at and pai.EFFECTS.trip is not None:
+            pai.EFFECTS.trip()
+        _af_seen.append(name)
+        with (log / f"{run_id}.log").open("a") as f:
+            f.write(name + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    return effect
+
+
+async def af_run(store: ds.AsyncStore, run_id: str, log: Path) -> dict[str, Any]:
+    """The fan-out, its chain named by the run id: from its latest checkpoint if it has
+    one (a resume), else from its input."""
+    storage = af.storage_on(store)
+    workflow = af.fan_out(storage, run_id, af_effect(run_id, log))
+    latest = await storage.get_latest(workflow_name=run_id)
+    if latest is None:
+        result = await workflow.run("go")
+    else:
+        result = await workflow.run(checkpoint_id=latest.checkpoint_id)
+    return {"output": result.get_outputs()}
+
+
+async def af_kept(store: ds.Store, run_id: str) -> Counter[str]:
+    """The side effects of the supersteps the latest checkpoint has behind it."""
+    latest = await af.storage_on(store).get_latest(workflow_name=run_id)
+    done = 0 if latest is None else latest.iteration_count
+    return Counter(e for step in af.FAN_EFFECTS[:done] for e in step)
+
+
 # -- the cases ----------------------------------------------------------------------------
 
 
@@ -173,6 +220,8 @@ def expected(case: str) -> list[str]:
         return pai_effects(int(rest[1]))
     if kind == "gather":
         return gather_effects(int(rest[0]))
+    if kind == "af":
+        return [e for step in af.FAN_EFFECTS for e in step]
     return openai_runs.EXPECTED[rest[0]]
 
 
@@ -182,6 +231,8 @@ def output(case: str) -> Any:
         return FINAL
     if kind == "gather":
         return [f"look {j} up: found, answered" for j in range(int(rest[0]))]
+    if kind == "af":
+        return AF_OUTPUT
     return openai_runs.OUTPUT[rest[0]]
 
 
@@ -210,7 +261,10 @@ async def run_cases(items: list[dict[str, Any]], log: Path) -> None:
     async with ds.async_store_from_env() as store:
         for item in items:
             began = time.perf_counter()
-            out = await ds.run_async(item["run_id"], [step(item["case"])], store)
+            if item["case"].startswith("af:"):
+                out = await af_run(store, item["run_id"], log)
+            else:
+                out = await ds.run_async(item["run_id"], [step(item["case"])], store)
             out["seconds"] = time.perf_counter() - began
             (log / f"{item['run_id']}.out").write_text(json.dumps(out))
 

@@ -10,6 +10,7 @@ once (``kill_matrix``): a kill costs a fork, not an interpreter start."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -144,8 +145,11 @@ def kill_and_resume(child: Matrix, cases: list[str], run_id: str) -> list[str]:
             if not got["killed"]:
                 failures.append(f"{k.where}: not killed ({got['error'] or got['out']})")
                 continue
-            cp = store.load(k.run_id)
-            k.kept = matrix.kept(k.case, cp.calls) if cp is not None else Counter()
+            if k.case.startswith("af:"):
+                k.kept = asyncio.run(matrix.af_kept(store, k.run_id))
+            else:
+                cp = store.load(k.run_id)
+                k.kept = matrix.kept(k.case, cp.calls) if cp is not None else Counter()
             k.before = len(ran(child, k.run_id))
         resumed = child.batch([{"case": k.case, "run_id": k.run_id} for k in kills])
         for k, got in zip(kills, resumed, strict=True):
@@ -170,7 +174,7 @@ def check(child: Matrix, store: ds.Store, k: Kill, got: dict[str, Any]) -> list[
         )
     if got["out"]["output"] != matrix.output(k.case):
         wrong.append(f"output {got['out']['output']!r}")
-    if k.case.split(":")[1] in STREAMED:
+    if k.case.startswith("pai:") and k.case.split(":")[1] in STREAMED:
         text = streamed_text(store, k.run_id)
         if text != matrix.FINAL:
             wrong.append(f"the stream, resets applied, says {text!r}")
@@ -188,11 +192,13 @@ def test_pydantic_ai_killed_at_each_call_and_mid_stream(
     assert not failures, "\n".join(failures)
 
 
-def test_openai_agents_and_gathered_subagents_killed_at_each_call(
+def test_openai_agents_agent_framework_and_gathered_subagents_killed_at_each_call(
     child: Matrix, run_id: str
 ) -> None:
-    """OpenAI Agents with parallel tool calls, and with a handoff and guardrails; three
-    gathered sub-agents of plain call_async: killed before each call, resumed, no recorded
-    call ran again and every other one did."""
-    failures = kill_and_resume(child, ["openai:tools", "openai:handoff", "gather:3"], run_id)
+    """OpenAI Agents with parallel tool calls, and with a handoff and guardrails; an Agent
+    Framework fan-out of three executors; three gathered sub-agents of plain call_async:
+    killed before each call (each executor), resumed, no recorded call (no checkpointed
+    superstep) ran again and every other one did."""
+    cases = ["openai:tools", "openai:handoff", "af:fanout", "gather:3"]
+    failures = kill_and_resume(child, cases, run_id)
     assert not failures, "\n".join(failures)
