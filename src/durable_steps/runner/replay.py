@@ -51,6 +51,7 @@ plain step under ``AsyncReplay`` runs in a thread, its reads sent to the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
@@ -68,8 +69,7 @@ from ..seam.errors import (
 from ..seam.rules import check_run_id
 from ..seam.state import call_key
 from ..seam.store import AsyncStore, Store
-from . import tasks
-from .drivers import _async_only, _sync_only
+from .drivers import _async_only, _sync_only, call_step, call_step_async
 from .identity import label, labels
 from .journal import Journal
 from .requests import (
@@ -84,7 +84,7 @@ from .requests import (
     execute_async,
 )  # fmt: skip
 from .run import RunProgram
-from .step import Step, StepContext, _current, running
+from .step import Step, StepContext, _current
 from .store_io import AsyncStoreIO, blocking_io
 from .workflow import Workflow
 
@@ -215,7 +215,6 @@ class _Driver:
         journal = op.context.journal
         assert isinstance(journal, _ReplayJournal), "a replay's step has a replay journal"
         self.journal, self.stopped = journal, None
-        journal.driver = self  # type: ignore[assignment] # a StepDriver
         return journal
 
 
@@ -249,17 +248,8 @@ class SyncReplay(_Driver):
         return self.call(op)
 
     def call(self, op: Call) -> Any:
-        journal = self.attach(op)
-        journal.scopes.own("")  # the step's scope is this thread's
-        try:
-            with running(op.context):
-                result = op.step.fn(op.state)
-        finally:
-            journal.closed = True
-        if inspect.isawaitable(result):
-            getattr(result, "close", lambda: None)()
-            raise TypeError(f"step {op.step.name!r} returned an awaitable: make it 'async def'")
-        return result
+        self.attach(op)
+        return call_step(self, op, contextlib.nullcontext())
 
 
 class AsyncReplay(_Driver):
@@ -288,17 +278,8 @@ class AsyncReplay(_Driver):
         return await self.call(op)
 
     async def call(self, op: Call) -> Any:
-        journal = self.attach(op)
-        journal.scopes.own("")  # the step's scope is this task's
-        tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
-        try:
-            with running(op.context):
-                result = op.step.fn(op.state)
-                if inspect.isawaitable(result):
-                    result = await result
-        finally:
-            journal.closed = True
-        return result
+        self.attach(op)
+        return await call_step_async(self, op, contextlib.nullcontext())
 
 
 def is_coroutine_step(fn: object) -> bool:
