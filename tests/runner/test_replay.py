@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.seam.store import ThreadedStore
 from durable_steps.testing import RunReplay, replay, replay_async
 
 from ..conftest import Api
@@ -217,3 +218,39 @@ def test_gathered_branches_replay_each_their_own_records(api: Api, run_id: str) 
         "diverges", "a1 (0/0)", "call 'a1'", "call 'a2'",
     )  # fmt: skip
     assert ran == Counter()
+
+
+def test_a_plain_step_on_an_async_store_and_an_async_step_on_a_blocking_one(run_id: str) -> None:
+    """replay_async runs a plain step in a thread, its reads sent to the loop; replay runs
+    an async step on an event loop of its own: both replay the same record."""
+    ran: Counter[str] = Counter()
+
+    def tool(x: str) -> str:
+        ran[x] += 1
+        return x
+
+    def plain(state: Any) -> dict[str, Any]:
+        return {"got": [ds.call("a", tool, "a"), ds.wait_for_signal("go")]}
+
+    async def coro(state: Any) -> dict[str, Any]:
+        return {"got": [await ds.call_async("a", tool, "a"), ds.wait_for_signal("go")]}
+
+    sync_w = ds.Workflow("plain", [ds.Step("s", plain)])
+    async_w = ds.Workflow("coro", [ds.Step("s", coro)])
+
+    async def on_async_store() -> list[RunReplay]:
+        async with ds.AsyncMemoryStore() as store:
+            with pytest.raises(ds.RunWaiting):  # as a worker runs a plain workflow: run()
+                sync_w.run(run_id, store.sync)
+            return await replay_async([sync_w], store, [run_id])
+
+    [r] = asyncio.run(on_async_store())
+    assert (r.outcome, r.asked, r.detail) == (
+        "replays", 2, "the step waited for go, having asked for all 2 recorded operation(s)",
+    )  # fmt: skip
+    with ds.MemoryStore() as store:
+        with pytest.raises(ds.RunWaiting):
+            asyncio.run(async_w.run_async(run_id, ThreadedStore(store)))
+        [r] = replay([async_w], store, [run_id])
+    assert (r.outcome, r.asked) == ("replays", 2), r
+    assert ran == Counter({"a": 2})  # once per run, never during the replays
