@@ -42,8 +42,9 @@ resume: a step that writes a file or calls a service outside ``call`` does it du
 a replay too. Steps must not do that anyway (each resume repeats it; Temporal asks
 the same of workflow code): keep side effects inside ``call``.
 
-One program per run (``_check_run``), carried out by two drivers: ``SyncReplay``
-(a blocking store) and ``AsyncReplay`` (an async one). A step that is a coroutine
+One program per run (``check_run``; ``check_against`` for one given workflow),
+carried out by two drivers (``replay_driver``): ``SyncReplay`` (a blocking store) and
+``AsyncReplay`` (an async one). A step that is a coroutine
 function runs on an event loop under either (a fresh one under ``SyncReplay``); a
 plain step under ``AsyncReplay`` runs in a thread, its reads sent to the loop.
 """
@@ -51,10 +52,7 @@ plain step under ``AsyncReplay`` runs in a thread, its reads sent to the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import inspect
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -62,29 +60,22 @@ from ..seam.checkpoint import STATUSES, Checkpoint
 from ..seam.errors import (
     DurableError,
     NondeterminismError,
-    StepInterrupted,
     StepMismatchError,
     Suspend,
 )  # fmt: skip
 from ..seam.rules import check_run_id
-from ..seam.state import call_key
 from ..seam.store import AsyncStore, Store
-from .drivers import _async_only, _sync_only, call_step, call_step_async
-from .identity import label, labels
-from .journal import Journal
+from .drivers import _async_only, _sync_only
+from .identity import labels
+from .replay_driver import AsyncReplay, NotRun, Replaying, ReplayJournal, SyncReplay
 from .requests import (
-    AppendItem,
     Call,
     Load,
-    PutItem,
     Request,
-    Save,
-    SaveHead,
     execute,
     execute_async,
 )  # fmt: skip
-from .run import RunProgram
-from .step import Step, StepContext, _current
+from .step import Step, StepContext
 from .store_io import AsyncStoreIO, blocking_io
 from .workflow import Workflow
 
@@ -115,7 +106,8 @@ class RunReplay:
     asked: int = 0
     """How many of them the code asked for."""
     where: str | None = None
-    """The operation where the replay stopped or diverged: ``call 3``, ``call 0 of task 1``."""
+    """The operation where the replay stopped or diverged, as errors name it: ``lookup
+    (1)``, ``b2 (1/1)`` (task 1's second), ``lookup [tool:call_7]`` (a keyed call)."""
     was: str | None = None
     """What the record has there (a divergence): ``call 'lookup'``."""
     now: str | None = None
@@ -133,163 +125,6 @@ class RunReplay:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _NotRun(Exception):
-    """The replay's answer to an operation that would do new work (see the top)."""
-
-
-def _op(record: Mapping[str, Any]) -> str:
-    return f"{record.get('kind', 'call')} {record['name']!r}"
-
-
-class _Replaying(RunProgram):
-    """The run as its journal knows it, with no way to save a record."""
-
-    def record(
-        self, record: Mapping[str, Any], still: Callable[[], object]
-    ) -> Generator[Request, Any, Checkpoint]:
-        raise _NotRun(f"run {self.run_id!r}: a replay saves nothing")
-        yield  # (a program, as the journal expects)
-
-
-class _ReplayJournal(Journal):
-    """The engine's journal, noting where each scope's last operation was taken and
-    where the step diverged, for the report."""
-
-    __slots__ = ("last", "mismatch")
-
-    def __init__(self, run: _Replaying, step: Step) -> None:
-        super().__init__(run, run.cp.calls, step.name, lenient=step.replay == "lenient")
-        self.last: dict[str, str] = {}
-        self.mismatch: tuple[str, str, str] | None = None
-
-    def take(self, kind: str, name: str, **how: Any) -> Any:
-        scope = _current.get().task  # type: ignore[union-attr] # inside a step
-        try:
-            where, record = super().take(kind, name, **how)
-        except BaseException as exc:
-            if not isinstance(exc, StepInterrupted | StepMismatchError):
-                raise
-            if how.get("key") is not None:
-                place: dict[str, Any] = {"key": how["key"], "i": 0}
-            else:
-                i = self.scopes.made(scope) - 1
-                place = {"i": i, "task": scope} if scope else {"i": i}
-            there = next((r for r in self.records if call_key(r) == call_key(place)), None)
-            if there is not None and (there.get("kind", "call"), there["name"]) != (kind, name):
-                self.mismatch = (label(place, there["name"]), _op(there), f"{kind} {name!r}")
-            raise
-        self.last[scope] = label(where, name, kind)
-        return where, record
-
-
-# -- the drivers ----------------------------------------------------------------------
-
-
-_WRITES = (Save, SaveHead, AppendItem, PutItem)
-
-
-class _Driver:
-    """What a journal needs of the driver running its step (``journal.StepDriver``),
-    with no way to write: every operation that would do new work finds the run lost."""
-
-    cancelled = False
-
-    def __init__(self) -> None:
-        self.journal: _ReplayJournal | None = None
-        self.stopped: str | None = None
-
-    @property
-    def keep(self) -> _Driver:
-        return self
-
-    @property
-    def lost(self) -> BaseException:
-        if self.stopped is None and self.journal is not None:
-            ctx = _current.get()
-            self.stopped = self.journal.last.get("" if ctx is None else ctx.task, "?")
-        return _NotRun(f"a replay runs nothing: stopped at {self.stopped}")
-
-    def attach(self, op: Call) -> _ReplayJournal:
-        journal = op.context.journal
-        assert isinstance(journal, _ReplayJournal), "a replay's step has a replay journal"
-        self.journal, self.stopped = journal, None
-        return journal
-
-
-def _refuse_writes(op: Request) -> None:
-    if isinstance(op, _WRITES):
-        raise StepInterrupted(_NotRun(f"a replay writes nothing ({type(op).__name__})"))
-
-
-class SyncReplay(_Driver):
-    """The replay driver over a blocking store's reads (``store_io.blocking_io``)."""
-
-    is_async = False
-
-    def __init__(self, reads: Callable[[Request], Any]) -> None:
-        super().__init__()
-        self._reads = reads
-
-    def io(self, op: Request) -> Any:
-        _refuse_writes(op)
-        return self._reads(op)
-
-    def do(self, op: Request) -> Any:
-        if not isinstance(op, Call):
-            return self.io(op)
-        if is_coroutine_step(op.step.fn):  # on an event loop of its own, as run_async would
-
-            async def reads(op: Request) -> Any:
-                return self.io(op)
-
-            return asyncio.run(AsyncReplay(reads).call(op))
-        return self.call(op)
-
-    def call(self, op: Call) -> Any:
-        self.attach(op)
-        return call_step(self, op, contextlib.nullcontext())
-
-
-class AsyncReplay(_Driver):
-    """The replay driver over an async store's reads (``store_io.AsyncStoreIO``)."""
-
-    is_async = True
-
-    def __init__(self, reads: Callable[[Request], Awaitable[Any]]) -> None:
-        super().__init__()
-        self._reads = reads
-
-    async def io(self, op: Request) -> Any:
-        _refuse_writes(op)
-        return await self._reads(op)
-
-    async def do(self, op: Request) -> Any:
-        if not isinstance(op, Call):
-            return await self.io(op)
-        if not is_coroutine_step(op.step.fn):  # a plain step: in a thread, reads sent here
-            loop = asyncio.get_running_loop()
-
-            def reads(op: Request) -> Any:
-                return asyncio.run_coroutine_threadsafe(self.io(op), loop).result()
-
-            return await asyncio.to_thread(SyncReplay(reads).call, op)
-        return await self.call(op)
-
-    async def call(self, op: Call) -> Any:
-        self.attach(op)
-        return await call_step_async(self, op, contextlib.nullcontext())
-
-
-def is_coroutine_step(fn: object) -> bool:
-    """Whether a step's function is a coroutine function (or a partial of one, or an
-    object whose ``__call__`` is one)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 # an object whose __call__ is async
-    )
 
 
 # -- the program ------------------------------------------------------------------------
@@ -350,13 +185,13 @@ def check_against(loaded: Checkpoint, workflow: Workflow) -> Generator[Request, 
     step = workflow.steps[i]
     if not loaded.calls:
         return _unchecked(loaded, f"step {i} {step.name!r} has recorded nothing yet", step)
-    program = _Replaying(
+    program = Replaying(
         loaded.run_id, workflow.steps, workflow=workflow.name, version=workflow.version,
         max_attempts=None,
     )  # fmt: skip
     program.adopt(loaded)
     cp = program.cp
-    journal = _ReplayJournal(program, step)
+    journal = ReplayJournal(program, step)
     ctx = StepContext(
         cp.run_id, i, step.name, cp.attempt, cp.signals, cp.first_attempt, None, journal
     )
@@ -374,7 +209,7 @@ def _verdict(
     cp: Checkpoint,
     workflow: Workflow,
     step: Step,
-    journal: _ReplayJournal,
+    journal: ReplayJournal,
     ended: BaseException | None,
 ) -> RunReplay:
     suspended = isinstance(ended, Suspend)
@@ -393,7 +228,7 @@ def _verdict(
     if journal.mismatch is not None or isinstance(diverged, DIVERGED):
         where, was, now = journal.mismatch or (None, None, None)
         return report("diverges", str(diverged), where=where, was=was, now=now)
-    if isinstance(journal.failed, _NotRun):
+    if isinstance(journal.failed, NotRun):
         stopped = getattr(journal.driver, "stopped", None) or "?"
         detail = f"stopped at {stopped}, the first with no result recorded; asked for "
         detail += f"{asked} of {n} recorded operation(s), in order"

@@ -43,7 +43,8 @@ from ..seam.state import frozen_state
 from ..seam.store import AsyncStore, Store
 from .changes import update_run
 from .errors import not_found
-from .replay import AsyncReplay, Refused, RunReplay, SyncReplay, check_against, difference
+from .replay import Refused, RunReplay, check_against, difference
+from .replay_driver import AsyncReplay, SyncReplay
 from .requests import Load, Request, Save, execute, execute_async
 from .store_io import AsyncStoreIO, blocking_io, execute_on
 from .telemetry import log
