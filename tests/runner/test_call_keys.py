@@ -242,3 +242,28 @@ def test_calls_inside_a_replayed_call_are_not_a_divergence(run_id: str) -> None:
         ds.run(run_id, [ds.Step("s", step)], store)
     assert ds.run(run_id, [ds.Step("s", step)], store) == {"out": ["inner:!", "inner:!"]}
     assert ran.log == ["inner", "inner"]
+
+
+def test_records_of_an_earlier_version_without_keys_replay_for_keyed_calls(
+    api: Api, run_id: str
+) -> None:
+    """A run recorded before calls had keys (its records numbered by place), resumed by
+    code that keys them: each keyed call finds its unkeyed record at its place and
+    replays it; nothing recorded runs again."""
+    ran, keyed = Ran(), [False]
+
+    async def agent(state: Any) -> dict[str, Any]:
+        key = (lambda k: k) if keyed[0] else (lambda k: None)
+        a = await ds.call_async("tool", ran.fn("a"), key=key("a"))
+        b = await ds.call_async("tool", ran.fn("b"), key=key("b"))
+        if not keyed[0]:
+            raise Crash
+        c = await ds.call_async("tool", ran.fn("c"), key=key("c"))
+        return {"got": [a, b, c]}
+
+    with pytest.raises(Crash):
+        api.run(run_id, [api.step("agent", agent)])
+    assert all("key" not in r for r in api.store.load(run_id).calls)
+    keyed[0] = True
+    assert api.run(run_id, [api.step("agent", agent)]) == {"got": ["a:", "b:", "c:"]}
+    assert ran.log == ["a", "b", "c"]

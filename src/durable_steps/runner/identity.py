@@ -20,7 +20,11 @@ Records (the journal's, ``Checkpoint.calls``): an unkeyed one carries its place,
 belongs: ``seam.state.call_key`` -- ``("=" + key, -1)`` for a keyed one. Inside a keyed
 call's function, its own operations are numbered in the scope ``"=" + key``, from 0:
 the same whatever task made the call. Records of earlier versions have no keys: they
-load and replay by place, as they did.
+load and replay by place, as they did: a keyed call takes its place in its task's
+numbering too, and with no record under its key it takes the unkeyed record of its
+kind and name at that place as its own (``Journal._unkeyed``) -- so a run recorded by
+an earlier version and resumed by this one replays, or diverges loudly, never runs a
+recorded call again unnoticed.
 
 A divergence is an error, never a warning (``NondeterminismError``, a
 ``StepMismatchError``): a step that asks for an operation the record has under another

@@ -16,8 +16,9 @@ made -- the task (or thread) that makes it, named by its place in its parent
 their own records whatever the timing -- and checks the record there: a record of
 another kind or name means the step's code changed, or is not deterministic between
 calls: ``NondeterminismError`` naming both, before anything runs (``identity``). A
-call given a ``key`` takes no place: it is recorded and replayed by its key, whatever
-task or order makes it (``identity``). ``call_async`` takes its index when it is
+call given a ``key`` is recorded and replayed by its key, whatever task or order makes
+it (``identity``; it takes its place in the numbering all the same, where an earlier
+version's record of it, unkeyed, is found). ``call_async`` takes its index when it is
 called (``gather(call_async(a), call_async(b))`` numbers them in the order written,
 in the caller's scope). The records (``task`` only outside the step's own scope):
 
@@ -191,16 +192,19 @@ class Journal:
         ``{"i": 0, "task": "1"}`` in a task the step created; ``{"key": k, "i": 0}`` for
         a call given a key), and what is recorded there, checked against what is asked
         (``foreign``: returned as it is, for the caller to judge -- ``patches``)."""
+        place = None
         if key is None:
             scope, i = self.scopes.take(current_step(), kind, name)
             where: dict[str, Any] = {"i": i, "task": scope} if scope else {"i": i}
         else:
-            self.scopes.check_keyed(current_step(), name)
+            place = self.scopes.place(current_step(), name)
             self.asked.take_key(key, name, self._where())
             where = {"key": key, "i": 0}
         if self._by_key is None:
             self._by_key = {call_key(r): r for r in self.records}
         record = self._by_key.get(call_key(where))
+        if key is not None and record is None and place is not None:
+            where, record = self._unkeyed(where, place, kind, name)
         if foreign:
             return where, record
         self.asked.note(where, kind, name)
@@ -208,20 +212,33 @@ class Journal:
             self.stopping()
         elif (record.get("kind", "call"), record["name"]) != (kind, name):
             was = f"{record.get('kind', 'call')} {record['name']!r}"
-            place = (
+            spot = (
                 f"its call keyed {key!r}"
                 if key is not None
                 else f"its durable operation {where['i']}"
                 + (f" of task {where['task']}" if "task" in where else "")
             )
             what = (
-                f"{self._where()} made {was} as {place} last time, and now asks for {kind} {name!r}"
+                f"{self._where()} made {was} as {spot} last time, and now asks for {kind} {name!r}"
             )
             if self.lenient:
                 log.info("%s: run anew, its record replaced (the step replays leniently)", what)
                 return where, None
             self.diverged(f"{what}; nothing was run")
         return where, record
+
+    def _unkeyed(
+        self, where: dict[str, Any], place: tuple[str, int], kind: str, name: str
+    ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+        """A keyed call with no record under its key: the record of an earlier version,
+        which had no keys, at its place -- of its kind and name -- is its own, and it
+        goes on there as that version would (``identity``)."""
+        assert self._by_key is not None
+        scope, i = place
+        old = self._by_key.get(place)
+        if old is None or "key" in old or (old.get("kind", "call"), old["name"]) != (kind, name):
+            return where, None
+        return ({"i": i, "task": scope} if scope else {"i": i}), old
 
     def diverged(self, what: str) -> NoReturn:
         """End the step attempt with ``NondeterminismError``: through ``StepInterrupted``
@@ -372,7 +389,7 @@ def call_async(
     async. It takes its place in its task's numbering when it is called, so calls
     started together (``asyncio.gather(call_async(...), ...)``) are numbered in the
     order they were written; calls of tasks the step created, within each task. A
-    call given a ``key`` takes no place: it replays by its key."""
+    call given a ``key`` replays by its key, whatever its place."""
     journal = _journal("call_async")
     reserved(name, fn, key=key, retry=retry, returns=returns)
     program = _call(journal, name, fn, args, kwargs, retry=retry, returns=returns, key=key)

@@ -101,11 +101,19 @@ class Scopes:
         self._next[scope] = i + 1
         return scope, i
 
-    def check_keyed(self, ctx: StepContext, name: str) -> None:
-        """A keyed call replays by its key whatever task makes it, but not from a thread
-        the step started: refused as an unkeyed call is (its save would race the step's)."""
-        if self._why_not(ctx.task, executor()) == "thread":
+    def place(self, ctx: StepContext, name: str) -> tuple[str, int] | None:
+        """A keyed call's place, as an unkeyed call would take it (where a record of an
+        earlier version, which had no keys, is): None where numbering cannot be trusted
+        (it replays by its key all the same). From a thread the step started it is
+        refused as an unkeyed call is (its save would race the step's)."""
+        why = self._why_not(ctx.task, executor())
+        if why == "thread":
             raise self._refused("call", name, _WHY["thread"])
+        if why is not None:
+            return None
+        i = self._next.get(ctx.task, 0)
+        self._next[ctx.task] = i + 1
+        return ctx.task, i
 
     def give_back(self, scope: str, i: int) -> None:
         """Undo ``take`` of index ``i`` in ``scope``, the last one taken there: an operation

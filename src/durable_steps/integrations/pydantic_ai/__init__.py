@@ -29,7 +29,15 @@ Streamed requests (``run_stream``, ``iter`` with ``node.stream``) reach the call
 and the run stream ``Durable(stream="model")`` as the model produces them, and are
 recorded when complete (``_live``: its design at its top).
 
-Call names (what ``StepMismatchError`` compares when a step runs again):
+Call keys (``call_async(..., key=)``, ``key_of``): a model request is keyed by its place
+in its agent run's conversation (the run's id, its step, the messages before it), a
+tool call by the model's ``tool_call_id`` -- so each replays by what Pydantic AI knows
+it by, whatever task runs it (its live and replayed paths create tasks differently, and
+tools of one response run at once). Records of earlier versions, unkeyed, are found at
+their old places while those hold, else the run fails with ``NondeterminismError``
+rather than run a recorded call again.
+
+Call names (what ``NondeterminismError`` compares when a step runs again):
 ``model.request`` (``model.request_stream`` when streamed; ``:MODEL_ID`` added for
 a model other than the agent's own), ``tool.NAME``, ``tool.NAME.validate_args``
 (a tool's own ``args_validator``), ``toolset.ID.get_tools`` and
@@ -41,8 +49,7 @@ Refused inside a step (Pydantic AI's ``UserError`` or our ``TypeError``, each
 saying what to do): a toolset passed to one run (``run(toolsets=...)``) that runs
 tools; a custom toolset class, whose calls this cannot see; a ``Model`` instance
 passed to one run that is not registered (``Durable(models={...})``); a
-``cancellation_token``; ``ctx.enqueue()``/``ctx.cancel()`` in a tool. Tools run one
-at a time inside a step (the journal numbers calls in the order they start).
+``cancellation_token``; ``ctx.enqueue()``/``ctx.cancel()`` in a tool.
 """
 
 from __future__ import annotations
