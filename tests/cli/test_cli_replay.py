@@ -68,6 +68,8 @@ def test_replay_prints_a_table_and_exits_1_on_a_divergence(here: Cli, run_id: st
     )  # fmt: skip
     missing = here("replay", "review_flows:WORKFLOWS", "--run", f"{run_id}-x")
     assert missing.returncode == 0 and "cannot be checked" in missing.stdout
+    bad = here("replay", "review_flows:WORKFLOWS", "--status", "stuck")
+    assert bad.returncode == 2 and "stuck: not a status" in bad.stderr
     helped = here("replay", "--help")
     assert "nothing is written" in helped.stdout and "diverges" in helped.stdout
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..runner.replay import DEFAULT_STATUSES, RunReplay, replay, workflows_of
+from ..seam.checkpoint import STATUSES
 from ..stores.config import store_for
 from ..workers.loop import load_workflows
 from ..workers.schedules import split
@@ -59,6 +60,11 @@ def replay_command(target: str, run_ids: tuple[str, ...], statuses: str, as_json
     """
     workflows, _ = split(load_workflows(target))  # (schedules start runs; nothing to replay)
     chosen = [s.strip() for s in statuses.split(",") if s.strip()]
+    if wrong := [s for s in chosen if s not in STATUSES]:
+        raise click.BadParameter(
+            f"{', '.join(wrong)}: not a status (the statuses: {', '.join(STATUSES)})",
+            param_hint="--status",
+        )
     with store_for("env", create=False) as store:
         results = replay(workflows_of(workflows), store, run_ids or None, statuses=chosen)
     if as_json:
