@@ -84,7 +84,8 @@ def _table(
         return
     table = Table(title=f"runs replayed against {target}", title_justify="left")
     for column in ("run", "workflow", "version", "step", "outcome", "detail"):
-        table.add_column(column, overflow="fold")
+        # the run (to be copied) and the outcome whole; the rest folds in a narrow terminal
+        table.add_column(column, no_wrap=column in ("run", "outcome"), overflow="fold")
     for r in results:
         step = "" if r.step is None else f"{r.step} {r.step_name or ''}".strip()
         style = {"replays": "green", "diverges": "bold red"}.get(r.outcome, "yellow")
