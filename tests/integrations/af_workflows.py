@@ -128,6 +128,62 @@ def build(storage: DurableCheckpointStorage, name: str) -> Workflow:
     )
 
 
+# -- a fan-out (the kill matrix: kill_matrix.py) ----------------------------------------
+
+FAN_OUT = 3
+FAN_EFFECTS = [["start"], [f"worker.{j}" for j in range(FAN_OUT)], ["join"]]
+"""The side effects of each superstep of ``fan_out``, in order."""
+
+
+class FanStart(Executor):  # type: ignore[misc]
+    def __init__(self, effect: Callable[[str], None], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.effect = effect
+
+    @handler  # type: ignore[misc]
+    async def start(self, topic: str, ctx: WorkflowContext[str]) -> None:
+        self.effect("start")
+        await ctx.send_message(topic)
+
+
+class FanWorker(Executor):  # type: ignore[misc]
+    def __init__(self, effect: Callable[[str], None], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.effect = effect
+
+    @handler  # type: ignore[misc]
+    async def work(self, topic: str, ctx: WorkflowContext[str]) -> None:
+        self.effect(self.id)
+        await asyncio.sleep(0)
+        await ctx.send_message(f"{self.id}: {topic}")
+
+
+class FanJoin(Executor):  # type: ignore[misc]
+    def __init__(self, effect: Callable[[str], None], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.effect = effect
+
+    @handler  # type: ignore[misc]
+    async def join(self, parts: list[str], ctx: WorkflowContext[None, str]) -> None:
+        self.effect("join")
+        await ctx.yield_output(" | ".join(sorted(parts)))
+
+
+def fan_out(
+    storage: DurableCheckpointStorage, name: str, effect: Callable[[str], None]
+) -> Workflow:
+    """``start`` fans out to ``FAN_OUT`` workers (one superstep, run at once), whose
+    answers ``join`` gathers; every executor calls ``effect`` with its id first."""
+    start, join = FanStart(effect, id="start"), FanJoin(effect, id="join")
+    workers = [FanWorker(effect, id=f"worker.{j}") for j in range(FAN_OUT)]
+    return (
+        WorkflowBuilder(start_executor=start, checkpoint_storage=storage, name=name)
+        .add_fan_out_edges(start, workers)
+        .add_fan_in_edges(workers, join)
+        .build()
+    )
+
+
 def storage_on(store: ds.Store | ds.AsyncStore) -> DurableCheckpointStorage:
     return DurableCheckpointStorage(store, types=[Review])
 

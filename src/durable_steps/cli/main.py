@@ -35,6 +35,7 @@ from .dev import dev
 from .history import runs_fork, runs_history
 from .lifecycle import runs_cancel, runs_start
 from .ops import doctor, migrate, worker
+from .replay import replay_command
 from .resume import runs_resume
 from .runs import runs
 from .send import runs_send
@@ -77,6 +78,7 @@ def cli(verbose: int, debug: bool) -> None:
 
 for command in (demo, demo_worker, runs, doctor, migrate, worker, dev, ui):
     cli.add_command(command)
+cli.add_command(replay_command)  # new code checked against the runs in flight (cli/replay.py)
 for command in (runs_start, runs_signal, runs_cancel, runs_delete, runs_prune, runs_verify):
     runs.add_command(command)
 for command in (runs_history, runs_fork, runs_resume, runs_upgrade):  # a run's life

@@ -33,12 +33,21 @@ from .common import say
     metavar="MODULE:ATTR",
     help="The code that holds the run's workflow at VERSION, as 'durable-steps worker' takes it.",
 )
+@click.option(
+    "--drop-calls",
+    is_flag=True,
+    help="Move it even if its running step diverges on VERSION, discarding that step's "
+    "recorded calls (the step then runs afresh, its calls made again).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def runs_upgrade(run_id: str, version: str, target: str, as_json: bool) -> None:
+def runs_upgrade(run_id: str, version: str, target: str, drop_calls: bool, as_json: bool) -> None:
     """Move run RUN_ID to VERSION of its workflow's code, so that workers of VERSION run
     it from now on. Its completed steps must be the first steps of VERSION's step
     list (else nothing changes, and the difference is named); a completed run, or
-    one a worker is running now, is refused. Its status stays: a failed or
+    one a worker is running now, is refused. Its running step is replayed on
+    VERSION's code first (as 'durable-steps replay' does: nothing run, nothing
+    written): a move after which it would diverge from its recorded calls is refused,
+    naming where, unless --drop-calls discards them. Its status stays: a failed or
     cancelled run is then resumed with 'runs resume'. Example:
 
     \b
@@ -50,11 +59,18 @@ def runs_upgrade(run_id: str, version: str, target: str, as_json: bool) -> None:
         if head is None:
             raise not_found(run_id, "it was not upgraded")
         code = _version_of(workflows, head.workflow, version, target)
-        moved = upgrade_run(store, run_id, code)
+        dropped = len(loaded.calls) if drop_calls and (loaded := store.load(run_id)) else 0
+        moved = upgrade_run(store, run_id, code, drop_calls=drop_calls)
     if as_json:
-        click.echo(json.dumps({"run_id": run_id, "version": version, "moved": moved}))
+        outcome = {"run_id": run_id, "version": version, "moved": moved}
+        click.echo(json.dumps({**outcome, "dropped_calls": dropped if moved else 0}))
     elif moved:
         say(f"run {run_id} now runs on version {version} (was {head.version or 'unpinned'})")
+        if drop_calls:
+            say(
+                f"{dropped} recorded operation(s) of its running step {head.step + 1} were "
+                "discarded: that step runs afresh, its calls made again"
+            )
     else:
         say(f"run {run_id} runs on version {version} already; nothing changed")
 

@@ -21,6 +21,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..seam.store import AsyncStore, Store
@@ -140,6 +141,37 @@ def _not_async(op: Call, result: object) -> None:
         )
 
 
+def call_step(driver: Any, op: Call, around: AbstractContextManager[Any]) -> Any:
+    """Run a plain step's function in this thread, its journal driven by ``driver``
+    (``around``: the step's span; the replayer's drivers run steps this way too)."""
+    journal = _journal_of(op)
+    journal.driver = driver  # the step's calls save through this driver
+    journal.scopes.own("")  # the step's scope is this thread's
+    try:
+        with running(op.context), around:
+            result = op.step.fn(op.state)
+    finally:
+        journal.closed = True
+    _not_async(op, result)
+    return result
+
+
+async def call_step_async(driver: Any, op: Call, around: AbstractContextManager[Any]) -> Any:
+    """``call_step`` for a step run in this task: its function plain or async."""
+    journal = _journal_of(op)
+    journal.driver = driver  # the step's calls save through this driver
+    journal.scopes.own("")  # the step's scope is this task's
+    tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
+    try:
+        with running(op.context), around:
+            result = op.step.fn(op.state)
+            if inspect.isawaitable(result):
+                result = await result
+    finally:
+        journal.closed = True
+    return result
+
+
 # -- the two drivers --------------------------------------------------------------------
 
 
@@ -172,16 +204,7 @@ class SyncDriver:
         return result
 
     def call(self, op: Call) -> Any:
-        journal = _journal_of(op)
-        journal.driver = self  # the step's calls save through this driver
-        journal.scopes.own("")  # the step's scope is this thread's
-        try:
-            with running(op.context), self.run.obs.step(*_what(op)):
-                result = op.step.fn(op.state)
-        finally:
-            journal.closed = True
-        _not_async(op, result)
-        return result
+        return call_step(self, op, self.run.obs.step(*_what(op)))
 
     def beat(self) -> None:
         with self.lock:
@@ -242,18 +265,7 @@ class AsyncDriver:
         return result
 
     async def call(self, op: Call) -> Any:
-        journal = _journal_of(op)
-        journal.driver = self  # the step's calls save through this driver
-        journal.scopes.own("")  # the step's scope is this task's
-        tasks.install(asyncio.get_running_loop())  # and tasks it creates get theirs
-        try:
-            with running(op.context), self.run.obs.step(*_what(op)):
-                result = op.step.fn(op.state)
-                if inspect.isawaitable(result):
-                    result = await result
-        finally:
-            journal.closed = True
-        return result
+        return await call_step_async(self, op, self.run.obs.step(*_what(op)))
 
     async def beat(self, stop: asyncio.Event) -> None:
         while not await _set_within(stop, self.run.lease / 3):

@@ -40,6 +40,7 @@ import pytest
 import durable_steps as ds
 
 from ..devtools.cosmos_server import ServerError, ServerMissing, start_cosmosdb_server, stop
+from ..runner.replay import RunReplay, replay, replay_async
 from ..seam.codec import ValueCodec
 from ..seam.coded import AsyncCodedStore, CodedStore
 from ..stores import registry
@@ -55,8 +56,11 @@ __all__ = [
     "IMAGE",
     "CosmosEndpoint",
     "OpenStore",
+    "RunReplay",
     "known_backends",
     "open_store",
+    "replay",
+    "replay_async",
     "selected_backends",
 ]
 
