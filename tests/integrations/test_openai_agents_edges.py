@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 import sys
 import threading
 from collections import Counter
@@ -350,22 +349,33 @@ def test_a_run_resumed_from_a_run_state_is_refused_in_a_step(
     assert len(runs.EFFECTS.seen) == seen
 
 
-def test_an_agent_run_in_a_thread_the_step_started_is_logged(
-    run_id: str, openai_effects: Effects, caplog: pytest.LogCaptureFixture
+def test_an_agent_run_in_a_thread_the_step_started_is_refused(
+    run_id: str, openai_effects: Effects
 ) -> None:
-    """An agent run in a thread the step started has no step to record into: it runs, and
-    a WARNING says that its calls are not recorded."""
+    """An agent run in a thread the step started has no step to record into: it is
+    refused at once, before its model runs, by each of the runner's entry points."""
+    entries = {
+        "run": lambda: asyncio.run(Runner.run(runs.tools_agent(), "go")),
+        "run_sync": lambda: Runner.run_sync(runs.tools_agent(), "go"),
+        "run_streamed": lambda: Runner.run_streamed(runs.tools_agent(), "go"),
+    }
 
     def step(state: Any) -> dict[str, Any]:
-        out: list[Any] = []
-        thread = threading.Thread(
-            target=lambda: out.append(asyncio.run(Runner.run(runs.tools_agent(), "go")))
-        )
-        thread.start()
-        thread.join()
-        return {"out": out[0].final_output}
+        errors: dict[str, str] = {}
 
-    with caplog.at_level(logging.WARNING, logger="durable_steps"):
-        state = ds.run(run_id, [ds.Step("agent", step)], ds.MemoryStore())
-    assert state["out"] == runs.TOOLS_OUTPUT
-    assert "outside any step's context" in caplog.text
+        def attempt(name: str, entry: Any) -> None:
+            try:
+                entry()
+            except RuntimeError as exc:
+                errors[name] = str(exc)
+
+        for name, entry in entries.items():
+            thread = threading.Thread(target=attempt, args=(name, entry))
+            thread.start()
+            thread.join()
+        return {"errors": errors}
+
+    state = ds.run(run_id, [ds.Step("agent", step)], ds.MemoryStore())
+    assert set(state["errors"]) == set(entries)
+    assert all("outside any step's context" in e for e in state["errors"].values())
+    assert runs.EFFECTS.seen == []  # no tool ran

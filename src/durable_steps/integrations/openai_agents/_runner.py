@@ -4,8 +4,6 @@ SDK's default (the package's top tells the design)."""
 from __future__ import annotations
 
 import asyncio
-import logging
-import threading
 from typing import Any
 
 from agents import RunState
@@ -16,8 +14,6 @@ from durable_steps import current_step, running_steps, track_tasks
 from .._common import nth_run
 from ._durable import RUN_KEYS, Copies, RunKeys, in_step
 from ._live import STREAM
-
-_log = logging.getLogger("durable_steps")
 
 
 class DurableRunner(AgentRunner):
@@ -37,7 +33,7 @@ class DurableRunner(AgentRunner):
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         if in_step() is None:
-            _warn_if_in_a_stray_thread()
+            _not_in_a_stray_thread()
             return await self.inner.run(starting_agent, input, **kwargs)
         # The run's own task, before the SDK creates the tasks that run guardrails, model
         # requests and tools: name them, so that each replays its own calls (needed under
@@ -60,11 +56,13 @@ class DurableRunner(AgentRunner):
 
     def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         if in_step() is None:
+            _not_in_a_stray_thread()
             return self.inner.run_sync(starting_agent, input, **kwargs)
         return super().run_sync(starting_agent, input, **kwargs)  # its event loop runs run()
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         if in_step() is None:
+            _not_in_a_stray_thread()
             return self.inner.run_streamed(starting_agent, input, **kwargs)
         track_tasks()  # before the SDK creates the run's task (see run)
         _refuse(kwargs.get("session"), input)
@@ -109,23 +107,21 @@ def _refuse(session: Any, input: Any) -> None:
         )
 
 
-_WARNED = threading.Event()
-
-
-def _warn_if_in_a_stray_thread() -> None:
-    """Once: an agent run in no step's context while steps run in this process -- most
-    likely in a thread a step started, where nothing is recorded."""
+def _not_in_a_stray_thread() -> None:
+    """Refuse an agent run in no step's context while steps run in this process: most
+    likely in a thread a step started (a ThreadPoolExecutor), where nothing would be
+    recorded and every model response and tool call would run again after a crash."""
     try:
         current_step()
     except RuntimeError:
-        if running_steps() and not _WARNED.is_set():
-            _WARNED.set()
-            _log.warning(
-                "an OpenAI Agents SDK run outside any step's context while a durable step runs "
-                "in this process -- in a thread the step started? Its model responses and tool "
-                "calls are not recorded, and would all run again after a crash: run the agent "
-                "in the step's own thread or task"
-            )
+        if running_steps():
+            raise RuntimeError(
+                "an OpenAI Agents SDK run outside any step's context while a durable step "
+                "runs in this process -- in a thread the step started? Its model responses "
+                "and tool calls would not be recorded, and would all run again after a "
+                "crash. Run the agent in the step's own thread or task (to run several at "
+                "once, gather 'await Runner.run(...)' in a run_async() step)"
+            ) from None
 
 
 def install() -> DurableRunner:
