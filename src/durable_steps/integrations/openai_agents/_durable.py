@@ -46,21 +46,43 @@ in_step = step_here
 
 
 class RunKeys:
-    """The keys of one run's tool calls (``call_async(..., key=)``): the model's call id
-    (its digest: a key is stored in clear, beside values the store's codec encrypts),
-    within the run (its number in its step and task, ``nth_run``) -- so each replays by
-    it whatever task runs it. A call id the model gives twice in a run (a fake model's
-    fixed ids) is told apart by its occurrence: turns run one after the other."""
+    """The keys of one run's calls (``call_async(..., key=)``), within the run (its number
+    in its step and task, ``nth_run``) -- so each replays by it whatever task runs it:
+
+    - a model response by its place in the conversation: the number of input items the
+      SDK sends it (``RUN/model/ITEMS/N``);
+    - a tool call by the model's call id (its digest: a key is stored in clear, beside
+      values the store's codec encrypts): ``RUN/tool/DIGEST/N``.
+
+    ``N`` counts the occurrences of the same place or id in the run (from 1): a
+    conversation the server keeps (``previous_response_id``) sends only the new items, and
+    a fake model's ids repeat -- turns run one after the other, so the count is the same
+    on every execution. Formats are stable: a changed one makes runs in flight diverge.
+    """
 
     def __init__(self, run: str) -> None:
         self.run, self._seen = run, Counter[str]()
+
+    def _nth(self, place: str) -> str:
+        self._seen[place] += 1
+        return f"{self.run}/{place}/{self._seen[place]}"
+
+    def model(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        items = kwargs["input"] if "input" in kwargs else args[1] if len(args) > 1 else None
+        return self._nth(f"model/{len(items) if isinstance(items, list) else 1}")
 
     def tool(self, context: Any) -> str | None:
         tool_call_id = getattr(context, "tool_call_id", None)
         if not isinstance(tool_call_id, str) or not tool_call_id:
             return None
-        self._seen[tool_call_id] += 1
-        return f"{self.run}/tool/{digest(tool_call_id)}/{self._seen[tool_call_id]}"
+        return self._nth(f"tool/{digest(tool_call_id)}")
+
+
+def model_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The key of the model response asked for with ``args``/``kwargs`` in this context's
+    run (None: no run's keys here)."""
+    keys = RUN_KEYS.get()
+    return None if keys is None else keys.model(args, kwargs)
 
 
 RUN_KEYS: ContextVar[RunKeys | None] = ContextVar("durable_steps_openai_run_keys", default=None)
@@ -228,14 +250,18 @@ class _DurableModel(Model):
         async def body() -> ModelResponse:
             return await self.model.get_response(*args, **kwargs)
 
-        response: ModelResponse = await call_async("model.get_response", body, returns=RESPONSE)
+        key = model_key(args, kwargs)
+        response: ModelResponse = await call_async(
+            "model.get_response", body, key=key, returns=RESPONSE
+        )
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         if in_step() is None:
             return self.model.stream_response(*args, **kwargs)
         _refuse_retries(args, kwargs)
-        return live_stream(lambda: self.model.stream_response(*args, **kwargs))
+        key = model_key(args, kwargs)  # now, in the order the SDK asks: not when read
+        return live_stream(lambda: self.model.stream_response(*args, **kwargs), key)
 
     def get_retry_advice(self, request: Any) -> Any:
         return self.model.get_retry_advice(request)

@@ -7,9 +7,10 @@ from that last event. Inside a step, the durable model's ``stream_response`` is
 ``live_stream`` here, the way ``pydantic_ai/_live.py`` does it for Pydantic AI:
 
 - The model's stream is read to its end inside one ``call_async("model.get_response")``
-  -- the same call, recording the same ``ModelResponse``, as a response asked for
-  without streaming -- run in a task of its own, created at the same place on every
-  execution (so the step's journal numbers it the same on replay).
+  -- the same call, keyed the same (``RunKeys.model``), recording the same
+  ``ModelResponse``, as a response asked for without streaming -- run in a task of its
+  own, created at the same place on every execution (so the step's journal numbers it
+  the same on replay).
 - Inside the call, each event is handed to the caller's channel as it comes, and a
   chunk is appended to the run stream (``write_stream_async``; the runner's ``stream=``,
   default ``"model"``; ``None``: none) per text delta (``{"text": ...}``) and per
@@ -107,8 +108,11 @@ def completed_event(recorded: ModelResponse) -> ResponseCompletedEvent:
     )
 
 
-async def live_stream(open_stream: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
-    """The model's stream (``open_stream()``) as the caller sees it inside a step."""
+async def live_stream(
+    open_stream: Callable[[], AsyncIterator[Any]], key: str | None
+) -> AsyncIterator[Any]:
+    """The model's stream (``open_stream()``) as the caller sees it inside a step, its
+    call keyed ``key`` (``RunKeys.model``)."""
     channel, stream = Channel(), STREAM.get()
 
     async def body() -> ModelResponse:
@@ -129,7 +133,9 @@ async def live_stream(open_stream: Callable[[], AsyncIterator[Any]]) -> AsyncIte
         )
 
     async def recorded() -> ModelResponse:
-        response: ModelResponse = await call_async("model.get_response", body, returns=RESPONSE)
+        response: ModelResponse = await call_async(
+            "model.get_response", body, key=key, returns=RESPONSE
+        )
         return response
 
     call = asyncio.ensure_future(recorded())

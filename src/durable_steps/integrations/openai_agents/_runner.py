@@ -42,10 +42,7 @@ class DurableRunner(AgentRunner):
         _refuse(kwargs.get("session"), input)
         copies = Copies()
         kwargs["run_config"], made = copies.run_config(kwargs.get("run_config"))
-        ctx = current_step()
-        keys = RUN_KEYS.set(
-            RunKeys(f"{ctx.task}:{nth_run(ctx)}" if ctx.task else str(nth_run(ctx)))
-        )
+        keys = RUN_KEYS.set(_run_keys())
         try:
             result = await self.inner.run(copies.agent(starting_agent), input, **kwargs)
         finally:
@@ -68,10 +65,12 @@ class DurableRunner(AgentRunner):
         _refuse(kwargs.get("session"), input)
         copies = Copies()
         kwargs["run_config"], made = copies.run_config(kwargs.get("run_config"))
-        token = STREAM.set(self.stream)  # the run's task copies the context: it writes there
+        # The run's task copies the context: it writes to the stream, and keys its calls.
+        token, keys = STREAM.set(self.stream), RUN_KEYS.set(_run_keys())
         try:
             result = self.inner.run_streamed(copies.agent(starting_agent), input, **kwargs)
         finally:
+            RUN_KEYS.reset(keys)
             STREAM.reset(token)
         task = result.run_loop_task
 
@@ -84,6 +83,12 @@ class DurableRunner(AgentRunner):
         if task is not None:
             task.add_done_callback(ended)
         return result
+
+
+def _run_keys() -> RunKeys:
+    """The keys of the agent run starting now in the step here (its number in its task)."""
+    ctx = current_step()
+    return RunKeys(f"{ctx.task}:{nth_run(ctx)}" if ctx.task else str(nth_run(ctx)))
 
 
 _closing: set[asyncio.Future[Any]] = set()
