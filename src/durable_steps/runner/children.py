@@ -254,6 +254,7 @@ def notify_parent(cp: Checkpoint) -> Generator[Request, Any, None]:
             undone="it will look at the child at its poll",
         )
     except Exception as exc:  # the parent's poll finds the child ended anyway
+        # A warning: the parent's poll finds the child ended; no call runs again.
         log.warning("run %r: telling parent %r it ended failed: %s", cp.run_id, cp.parent, exc)
 
 

@@ -21,6 +21,7 @@ from .telemetry import log
 
 def leased(cp: Checkpoint, holder: str) -> RunLeasedError:
     expires = cp.lease_expires or time.time()
+    # A warning beside the error raised: nothing ran.
     log.warning("run %r is leased by %s; nothing ran", cp.run_id, holder)
     return RunLeasedError(
         f"run {cp.run_id!r} is leased by {holder} until "
@@ -82,6 +83,8 @@ def still_waiting(cp: Checkpoint) -> RunWaiting:
 
 
 def lost(run_id: str, step: int) -> LeaseLostError:
+    # A warning beside the error raised: this worker stops at once; the new holder replays what was
+    # recorded.
     log.warning("run %r: lost its lease to another worker; step not saved", run_id)
     return LeaseLostError(
         f"run {run_id!r}: another worker took over this run's lease while step {step} ran "
@@ -93,6 +96,7 @@ def lost(run_id: str, step: int) -> LeaseLostError:
 
 
 def deleted(run_id: str, step: int) -> LeaseLostError:
+    # A warning beside the error raised: nothing more runs.
     log.warning("run %r was deleted while it ran; step not saved", run_id)
     return LeaseLostError(
         f"run {run_id!r} was deleted while step {step} ran (runs delete, prune, or the "

@@ -95,6 +95,8 @@ class LeaseKeeper:
             self.lost = run_errors.lost(self.run.run_id, cp.step + 1)
             self.lost.__cause__ = exc
         except DurableError as exc:
+            # A warning: a lease truly lost is caught at the next heartbeat or save, which stop the
+            # step; no recorded call runs again.
             log.warning("run %r: heartbeat failed: %s", self.run.run_id, exc)
 
 
@@ -136,6 +138,7 @@ def _absorb(latest: Checkpoint, stored: Checkpoint | None, owner: str) -> Checkp
     if stored is None:
         raise run_errors.deleted(latest.run_id, latest.step + 1)
     if stored.status == "cancelled":
+        # A warning beside the error raised: nothing more runs.
         log.warning("run %r was cancelled while it ran; step not saved", latest.run_id)
         raise cancelled(latest.run_id, stored.cancel_reason)
     if (

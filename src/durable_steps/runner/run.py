@@ -164,6 +164,7 @@ class RunProgram:
                 # Another worker claimed it between our load and our save (the next load
                 # shows its lease), or the store answered from a replica that had not
                 # seen the latest write yet (the next load has it): look again.
+                # A warning: no step ran yet; the claim is tried again from a fresh load.
                 log.warning("run %r: another writer saved it while we claimed it", self.run_id)
                 if tries == _CLAIMS:
                     raise
@@ -173,6 +174,7 @@ class RunProgram:
                 yield from self.unclaim(exc)
                 raise
             if poisoned is not None:
+                # A warning beside the failed run saved: nothing more runs.
                 log.warning("run %r failed: %s", self.run_id, poisoned)
                 raise poisoned
             self.obs.claimed(self.cp, loaded)
@@ -255,6 +257,8 @@ class RunProgram:
         if isinstance(error, INCURABLE):
             yield from self.fail(i, step, error)
         if not self.lost(error):
+            # A warning beside the error raised: the call whose record failed was never
+            # recorded, so it runs again when the step does; the recorded ones replay.
             log.warning(
                 "run %r: step %d %r could not record a call (%s: %s); its attempt ends here",
                 *(self.run_id, i, step.name, type(error).__name__, error),
@@ -294,6 +298,7 @@ class RunProgram:
         self.cp = yield from self.keep(i, step, checkpoints.retrying(self.cp, i, exc, self.held()))
         self.obs.step_ended(exc)
         pause = retry.delay(used)
+        # A warning: the retry replays the calls recorded; none runs again.
         log.warning(
             "run %r: step %d %r failed (%s, attempt %d); retrying in %.1f s",
             *(self.run_id, i, step.name, type(exc).__name__, self.cp.attempt - 1, pause),
@@ -305,6 +310,7 @@ class RunProgram:
         """Record that step i failed for good (or was interrupted), release, re-raise."""
         interrupted = isinstance(exc, NEVER_RETRIED)
         run_errors.annotate(exc, self.run_id, i, step, self.cp.attempt)
+        # A warning beside the error raised and the run saved failed or interrupted.
         log.warning(
             "run %r: step %d %r %s (%s, attempt %d)",
             *(self.run_id, i, step.name, "interrupted" if interrupted else "failed"),
@@ -340,6 +346,7 @@ class RunProgram:
         if cp.status in ("running", "waiting") and deadlines.passed(self.cp):
             # Past the run's deadline: saved as cancelled instead, as the run stands.
             self.cp = yield from self.save(deadlines.expired(self.cp), guard)
+            # A warning beside the error raised: the run is saved cancelled; nothing more runs.
             log.warning("run %r passed its deadline: cancelled", self.run_id)
             raise deadlines.error(self.run_id)
         try:

@@ -179,6 +179,8 @@ class Observer:
             of = f" (workflow {self.workflow})" if self.workflow else ""
             log.info("run %r started%s", self.run_id, of)
         elif loaded.owner not in (None, cp.owner) and loaded.lease_expires is not None:
+            # A warning: the run resumes from its journal, so its recorded calls replay and none
+            # runs again.
             log.warning(
                 "run %r: took over the lease of %s (expired or its process ended); resuming at %s",
                 *(self.run_id, loaded.owner, where),

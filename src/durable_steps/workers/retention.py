@@ -49,6 +49,7 @@ class Expiry:
         try:
             gone = self.store.delete_expired()
         except DurableError as exc:
+            # A warning: expired runs not deleted are deleted at the next pass; no call runs again.
             log.warning("could not delete the runs that expired (finished_ttl): %s", exc)
             return 0
         if gone:

@@ -15,6 +15,18 @@ partition on Cosmos DB), each checkpoint written once (a second writer gets
 ``ConflictError``), each costing what changed since the previous one; values are JSON,
 never pickled. The design is at the top of ``_storage.py``; the JSON of values in
 ``_values.py``; a checkpoint's parts in ``_layout.py``.
+
+What is keyed by what Agent Framework identifies. This integration makes no durable
+call (``call``): Agent Framework itself decides what survives a crash -- a checkpoint
+after each superstep, resumed from by its id -- and an executor's work within a
+superstep is Agent Framework's to run again when the superstep under way is cut (a
+call there would be numbered by the order the runner delivers messages, which Agent
+Framework leaves undefined across sources: so none is made). The durable unit is the
+checkpoint, and it is kept under Agent Framework's own identity, never a count of ours:
+the checkpoint's id names its index run (``af-checkpoint.<id>``) and its chain's step;
+its superstep (``iteration_count``) and each executor's state (by executor id: the
+``["x", EXECUTOR, FIELD]`` parts) are inside it. A resume asks for a checkpoint id, so
+what is found is that checkpoint or ``WorkflowCheckpointException``, never another's.
 """
 
 from __future__ import annotations

@@ -207,6 +207,8 @@ class DurableCheckpointStorage:
         live = [cid for cid in checkpoint_ids if not cid.startswith(DELETED)]
         for outcome in await asyncio.gather(*map(one, live), return_exceptions=True):
             if isinstance(outcome, Exception):
+                # A warning: an index run left waiting is only kept longer; it still reads as its
+                # checkpoint's.
                 _log.warning("a completed chain's index run stays waiting: %s", outcome)
 
     async def _chain_to_extend(self, previous: str | None) -> Checkpoint | None:

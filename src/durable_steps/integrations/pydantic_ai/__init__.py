@@ -399,6 +399,8 @@ def _warn_if_plain(agent: Any, capabilities: Any) -> None:
     if not any(isinstance(c, Durable) for c in [*found, *(capabilities or ())]):
         _WARNED.add(id(agent))
         weakref.finalize(agent, _WARNED.discard, id(agent))
+        # A warning, not a refusal: an agent without Durable() is the caller's to choose and records
+        # nothing, so no recorded call can run twice.
         _log.warning(
             "agent %r runs inside step %r of run %r without Durable(): its model requests "
             "and tool calls are not recorded and will all run again if the step does. Give "

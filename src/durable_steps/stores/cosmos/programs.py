@@ -124,6 +124,7 @@ class CosmosPrograms:
         ttl = properties.get("defaultTtl")
         self.default_ttl = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None
         if self.finished_ttl is not None and self.default_ttl is None:
+            # A warning: TTL off only keeps finished runs longer; no call runs again.
             log.warning(
                 "Cosmos DB container %s has TTL off: finished_ttl=%s deletes nothing until "
                 "it is on (see 'durable-steps doctor')",
@@ -131,6 +132,7 @@ class CosmosPrograms:
                 self.finished_ttl,
             )
         if advice := self.layout_advice():
+            # A warning: an older container layout costs more per save; no call runs again.
             log.warning("%s", advice)
 
     def layout_advice(self) -> str | None:
@@ -222,6 +224,8 @@ class CosmosPrograms:
         ]
         failed = [r for r in results if isinstance(r, AzureError) and not missing_item(r)]
         if failed:
+            # A warning: segments left behind are garbage the next fold or prune removes; no call
+            # runs again.
             log.warning(
                 "run %r: %d of %d %s segments not deleted (%s); the next fold or "
                 "'durable-steps runs prune' removes them",

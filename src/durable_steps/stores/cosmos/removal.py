@@ -92,6 +92,7 @@ class Removals(CosmosPrograms):
         try:
             found = yield SdkCall(QUERY, segments.links(run_id, chain.gen))
         except AzureError as exc:
+            # A warning: a segment not swept is garbage only; no call runs again.
             log.warning("run %r: could not read its chain to sweep its segments: %s", run_id, exc)
             return []
         chained = on_chain(head, found)
@@ -112,6 +113,7 @@ class Removals(CosmosPrograms):
         try:
             found = yield SdkCall(QUERY, segments.history_links(run_id))
         except AzureError as exc:
+            # A warning: a segment not swept is garbage only; no call runs again.
             log.warning("run %r: could not read its history to sweep its segments: %s", run_id, exc)
             return []
         kept = {item.get("seg") for item in segments.history_chain(chain, found)}

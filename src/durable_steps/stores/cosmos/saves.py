@@ -131,6 +131,7 @@ class Saves(CosmosPrograms):
         except (AzureError, TypeError, ValueError) as exc:
             if isinstance(exc, AzureError) and missing_item(exc):
                 return own
+            # A warning: unsure, nothing is deleted (prune decides later); no call runs again.
             log.warning("run %r: could not tell whether its segments are needed: %s", run_id, exc)
             return []
         reached = (
@@ -232,6 +233,7 @@ class Saves(CosmosPrograms):
         try:
             found = yield SdkCall(QUERY, segments.superseded(run_id, fold, gen))
         except AzureError as exc:
+            # A warning: what is not trimmed is only kept longer; no call runs again.
             log.warning("run %r: could not list superseded segments: %s", run_id, exc)
             return
         yield from self._delete_segments(run_id, found)
@@ -242,6 +244,7 @@ class Saves(CosmosPrograms):
         try:
             found = yield SdkCall(QUERY, segments.history_links(run_id))
         except AzureError as exc:
+            # A warning: history not trimmed is only kept longer; no call runs again.
             log.warning("run %r: could not list its history to trim it: %s", run_id, exc)
             return
         yield from self._delete_segments(run_id, segments.older_than(chain, found, step), "old")

@@ -59,6 +59,9 @@ def _open(o: Opening, is_async: bool) -> Store | AsyncStore:
         )
     store = make()
     named = "DURABLE_FILE_PATH is not set: .durable in the current directory"
+    # A warning, not a refusal: no run is recorded in a store not there yet, so none of its calls
+    # can run again here; runs kept elsewhere (a mistaken path) are untouched there, and
+    # DURABLE_CREATE_IF_MISSING=false refuses instead.
     log.warning(
         "created a new, empty file store at %s (%s): runs saved elsewhere are not in it. If "
         "yours are elsewhere, correct DURABLE_FILE_PATH or the working directory; set "
