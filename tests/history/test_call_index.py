@@ -44,6 +44,7 @@ def test_a_step_s_history_lists_its_calls_in_order_without_results(api: Api, run
     ]
     ends = [c.end for c in first.calls]
     assert all(e is not None for e in ends) and ends == sorted(ends)
+    assert all(c.start is not None and c.start <= c.end for c in first.calls)  # type: ignore[operator]
     assert first.at is not None and ends[-1] <= first.at  # type: ignore[operator]
     assert first.calls_left_out == 0
     assert [c.label for c in first.calls] == ["llm#0", "lookup[tool-7]", "llm#2"]
@@ -96,6 +97,7 @@ def test_entries_written_before_call_indexes_load() -> None:
     many = build({"i": i, "name": "c", "at": float(i), "result": i} for i in range(LIMIT + 5))
     assert many is not None and len(many["c"]) == LIMIT and many["n"] == 5
     assert many["c"][0][3] == 5  # the last LIMIT kept
+    assert many["c"][0][5] is None  # no t0 recorded: no start
 
 
 def test_a_walk_indexes_the_journal_the_completing_save_dropped() -> None:

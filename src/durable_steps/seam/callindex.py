@@ -11,11 +11,12 @@ step's data and stays small.
 
 Cost: built once per completed step, from records in memory (never per call's
 save, which is unchanged). Bounded: the last ``LIMIT`` operations, with a count of
-those left out. Start times are not recorded (a record is written when the operation
-ends): ``CallEntry.start`` is None today, ``end`` is the record's time.
+those left out. Start times are not recorded by other operations (a record is written when one
+ends) but for a finished call, whose record carries ``t0`` (when its last try began):
+``CallEntry.start`` is that, or None; ``end`` is the record's time.
 
-Stored form (JSON, on the entry): ``{"c": [[name, key, scope, i, kind, end, size,
-attempt], ...], "n": left_out}``; an entry written before indexes existed has none
+Stored form (JSON, on the entry): ``{"c": [[name, key, scope, i, kind, start, end,
+size, attempt], ...], "n": left_out}``; an entry written before indexes existed has none
 and loads as ``calls=None``; a malformed one is read leniently (fields not of their
 type become None) since it only describes, never replays.
 """
@@ -44,7 +45,7 @@ class CallEntry:
     kind: str
     """``call``, ``sleep``, ``wait``, ``receive``, ... as recorded."""
     start: float | None
-    """When it began: not recorded (None)."""
+    """When its last try began (a finished call's ``t0``); None: not recorded."""
     end: float | None
     """When its record was made (seconds since the epoch); None: unfinished."""
     size: int | None
@@ -90,12 +91,13 @@ def build(records: Iterable[Mapping[str, Any]] | None) -> dict[str, Any] | None:
                 str(r.get("task", "")),
                 _int(r.get("i")),
                 str(r.get("kind", "call")),
+                _num(r.get("t0")),
                 at,
                 size,
                 _int(r.get("step_attempt")),
             ]
         )
-    rows.sort(key=lambda row: math.inf if row[5] is None else row[5])
+    rows.sort(key=lambda row: math.inf if row[6] is None else row[6])
     left_out = max(0, len(rows) - LIMIT)
     return {"c": rows[left_out:], "n": left_out}
 
@@ -106,9 +108,9 @@ def read(stored: object) -> tuple[tuple[CallEntry, ...] | None, int]:
         return None, 0
     out = []
     for row in stored["c"]:
-        if not isinstance(row, list) or len(row) < 8:
+        if not isinstance(row, list) or len(row) < 9:
             continue
-        name, key, scope, i, kind, end, size, attempt = row[:8]
+        name, key, scope, i, kind, start, end, size, attempt = row[:9]
         out.append(
             CallEntry(
                 str(name),
@@ -116,7 +118,7 @@ def read(stored: object) -> tuple[tuple[CallEntry, ...] | None, int]:
                 str(scope or ""),
                 _int(i),
                 str(kind),
-                None,
+                _num(start),
                 _num(end),
                 _int(size),
                 _int(attempt),
