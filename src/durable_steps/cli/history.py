@@ -21,7 +21,7 @@ from .common import json_value, say, size, when
 def runs_history(run_id: str, as_json: bool) -> None:
     """List the completed steps of run RUN_ID that its store keeps: index, name, when
     it completed, its attempts and the bytes of its update, and under each step its
-    calls (name or key, when recorded, duration, result bytes, the attempt; never
+    calls (name or key, when recorded, duration where known, result bytes, the attempt; never
     results). What a store keeps is its history setting (DURABLE_HISTORY: steps, the
     default of every store; none). Example:
 

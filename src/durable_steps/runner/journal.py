@@ -30,8 +30,7 @@ in the caller's scope). The records (``task`` only outside the step's own scope)
     {"key": "tool:call_7", "i": 0, "name": "lookup", "at": ..., "result": ...} a keyed call
 
 each with ``"step_attempt"``, the attempt of the step that recorded it (records of
-earlier versions have none), and a finished call with ``"t0"``, when its last try
-began (``at`` is when it returned; history's call index keeps both).
+earlier versions have none).
 
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
 function, ``SaveRecord`` a record, ``Sleep`` between retries -- carried out by
@@ -483,7 +482,6 @@ def _run_call(
             inside = replace(
                 ctx, call=(i, name), attempt=attempt, task=inner, call_scope=outer,
             )  # fmt: skip
-            t0 = time.time()  # when this (last) try began: history's call index shows it
             value = yield Invoke(fn, args, kwargs, inside, span)
         except BaseException as exc:
             span.ended(exc)
@@ -507,7 +505,7 @@ def _run_call(
         except BaseException as exc:
             span.ended(exc)
             raise
-        done = {**key, "name": name, "t0": t0, "at": time.time(), "step_attempt": ctx.attempt}
+        done = {**key, "name": name, "at": time.time(), "step_attempt": ctx.attempt}
         done["result"] = result
         record = freeze(done, "", ctx.run_id, 0, "call result")
         yield SaveRecord(journal, record, span)

@@ -11,9 +11,10 @@ step's data and stays small.
 
 Cost: built once per completed step, from records in memory (never per call's
 save, which is unchanged). Bounded: the last ``LIMIT`` operations, with a count of
-those left out. Start times are not recorded by other operations (a record is written when one
-ends) but for a finished call, whose record carries ``t0`` (when its last try began):
-``CallEntry.start`` is that, or None; ``end`` is the record's time.
+those left out. Start times are not recorded: a record is written when its operation
+ends, and stamping a start on every call's record measured as a cost on each save
+(the memory store re-encodes the journal), so ``CallEntry.start`` is a record's
+``t0`` where one carries it (none does today) and ``end`` the record's time.
 
 Stored form (JSON, on the entry): ``{"c": [[name, key, scope, i, kind, start, end,
 size, attempt], ...], "n": left_out}``; an entry written before indexes existed has none
@@ -45,7 +46,7 @@ class CallEntry:
     kind: str
     """``call``, ``sleep``, ``wait``, ``receive``, ... as recorded."""
     start: float | None
-    """When its last try began (a finished call's ``t0``); None: not recorded."""
+    """When it began: a record's ``t0``, where one carries it; None: not recorded."""
     end: float | None
     """When its record was made (seconds since the epoch); None: unfinished."""
     size: int | None
