@@ -33,3 +33,25 @@ def test_runs_history_lists_the_steps_and_runs_fork_makes_a_run(tmp_path: Path) 
     with ds.FileStore(path) as store:
         assert store.load("src").etag == etag and store.load("other") is None
         assert ds.run("new", steps, store) == {"n": 2, "x": 1}
+
+
+def test_runs_history_shows_each_step_s_calls(tmp_path: Path) -> None:
+    """Under a completed step: its calls by name or key, time, result size and the
+    attempt; never their results (also not in --json)."""
+    path = tmp_path / "store"
+
+    def agent(state: object) -> dict[str, int]:
+        ds.call("llm", lambda: "hidden-result-text")
+        ds.call("lookup", lambda: [1, 2], key="tool-3")
+        return {"n": 1}
+
+    with ds.FileStore(path) as store:
+        ds.run("calls", [Step("agent", agent)], store)
+    cli = Cli({"DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(path)})
+    shown = cli("runs", "history", "calls").stdout
+    lines = [line.strip() for line in shown.splitlines()]
+    assert lines[1].startswith("llm#0  ") and "20 B" in lines[1] and "attempt 1" in lines[1]
+    assert lines[2].startswith("lookup[tool-3]  ") and "5 B" in lines[2]
+    raw = cli("runs", "history", "calls", "--json").stdout
+    assert [c["name"] for c in json.loads(raw)[0]["calls"]] == ["llm", "lookup"]
+    assert "hidden-result-text" not in shown + raw

@@ -20,8 +20,10 @@ from .common import json_value, say, size, when
 @click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
 def runs_history(run_id: str, as_json: bool) -> None:
     """List the completed steps of run RUN_ID that its store keeps: index, name, when
-    it completed, its attempts and the bytes of its update. What a store keeps is its
-    history setting (DURABLE_HISTORY: steps, the default of every store; none). Example:
+    it completed, its attempts and the bytes of its update, and under each step its
+    calls (name or key, when recorded, duration where known, result bytes, the attempt; never
+    results). What a store keeps is its history setting (DURABLE_HISTORY: steps, the
+    default of every store; none). Example:
 
     \b
       durable-steps runs history ticket-4711
@@ -37,6 +39,15 @@ def runs_history(run_id: str, as_json: bool) -> None:
         took = "" if s.attempts is None else f"  {s.attempts} attempt{'s' * (s.attempts != 1)}"
         bytes_ = "" if s.size is None else f"  {size(s.size)}"
         say(f"  {s.step:>4}  {s.name}  {when(s.at)}{took}{bytes_}")
+        if s.calls_left_out:
+            say(f"          ... {s.calls_left_out} earlier calls not kept")
+        for c in s.calls or ():
+            took_c = "" if c.start is None or c.end is None else f"  {c.end - c.start:.3f}s"
+            at_c = "  unfinished" if c.end is None else f"  {when(c.end)}"
+            bytes_c = "" if c.size is None else f"  {size(c.size)}"
+            kind = "" if c.kind == "call" else f"  ({c.kind})"
+            tried = "" if c.attempt is None else f"  attempt {c.attempt}"
+            say(f"          {c.label}{kind}{at_c}{took_c}{bytes_c}{tried}")
 
 
 @click.command("fork")

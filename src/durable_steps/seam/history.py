@@ -23,7 +23,9 @@ History shares bytes with the saves, per backend:
 - the memory store keeps each completing save's document (bytes it made anyway).
 
 A step's entry (``StepRecord``): its index, name, when it completed, how many
-attempts it took and the bytes of its update. ``load_at(run_id, k)`` gives the
+attempts it took, the bytes of its update and the index of its calls
+(``seam.callindex``: each store builds it from the journal the completing save drops,
+the file log's walk from the version before). ``load_at(run_id, k)`` gives the
 checkpoint after step k, with ``calls`` = the journal of step k+1 as it stood when
 that step completed (or as it stands, when the run is at step k+1): what a fork with
 ``at_call`` keeps. Walking a run's versions in order (``Walk``) is shared by the
@@ -33,9 +35,11 @@ stores that replay a log.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from . import callindex
+from .callindex import CallEntry
 from .checkpoint import Checkpoint
 from .errors import ConfigurationError, StepNotKeptError
 
@@ -54,6 +58,17 @@ class StepRecord:
     """How many attempts it took (None: not known, e.g. ``history="none"``)."""
     size: int | None = None
     """The bytes its update took as the store wrote it."""
+    calls: tuple[CallEntry, ...] | None = None
+    """Its durable operations in the order made, never their results
+    (``seam.callindex``); None: not kept (an entry written before they were)."""
+    calls_left_out: int = 0
+    """How many earlier operations the bounded index left out."""
+
+
+def with_calls(entry: StepRecord, stored: object) -> StepRecord:
+    """``entry`` with the call index stored beside it (``callindex.build``), if any."""
+    calls, left_out = callindex.read(stored)
+    return entry if calls is None else replace(entry, calls=calls, calls_left_out=left_out)
 
 
 @dataclass(frozen=True)
@@ -148,20 +163,25 @@ class Walk:
         self.journal: list[Any] | None = None
         """Step ``want + 1``'s journal when it completed; None until it does."""
         self._pending: list[Any] | None = None
+        self._before: Version | None = None
 
     def add(self, v: Version) -> None:
         step = v.fields["step"]
         if step > self.step:
             names = v.fields.get("steps")
             name = v.fields.get("step_name") or (names[-1] if names else "")
-            self.entries.append(
-                StepRecord(step, str(name), v.fields.get("updated_at"), self.attempt, v.size)
-            )
+            entry = StepRecord(step, str(name), v.fields.get("updated_at"), self.attempt, v.size)
+            # The journal the completing save dropped is the version before's.
+            before = self._before
+            if before is not None and before.fields.get("step") == step - 1:
+                entry = with_calls(entry, callindex.build(before.calls()))
+            self.entries.append(entry)
             if self.found is not None and self.journal is None:
                 self.journal = self._pending or []
             if step == self.want:
                 self.found, self.journal = (v.fields, v.state()), None
         self.step = step
+        self._before = v
         self.attempt = v.fields.get("attempt")
         if self.found is not None and self.journal is None:
             # Taken now: a log's replay changes the journal in place as it goes on.

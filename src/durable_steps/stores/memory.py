@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from ..seam import delta
+from ..seam import callindex, delta
 from ..seam.checkpoint import EXPIRES, Checkpoint, RunInfo, evolve, head_of
 from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.encoded import Coder, decoded
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
-from ..seam.history import Keep, StepRecord, keep, not_kept
+from ..seam.history import Keep, StepRecord, keep, not_kept, with_calls
 from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
@@ -61,7 +61,7 @@ class MemoryStore(Store):
         # -- history: per run, each completed step's entry, its version's
         # bytes and the version's before it; and the last saved (step, attempt).
         self._kept: dict[str, list[tuple[StepRecord, bytes, bytes | None]]] = {}
-        self._last: dict[str, tuple[int, int]] = {}
+        self._last: dict[str, tuple[int, int, Any]] = {}
         # per-run items: run -> kind -> (sorted keys, key -> JSON)
         self._items: dict[str, dict[str, tuple[list[str], dict[str, bytes]]]] = {}
 
@@ -94,8 +94,8 @@ class MemoryStore(Store):
         self, cp: Checkpoint, doc: dict[str, Any], before: bytes | None, state: bytes
     ) -> None:
         """After a save (under the lock): a completed step's entry, if history is kept."""
-        step, attempt = self._last.get(cp.run_id, (-1, None))
-        self._last[cp.run_id] = (cp.step, cp.attempt)
+        step, attempt, journal = self._last.get(cp.run_id, (-1, None, None))
+        self._last[cp.run_id] = (cp.step, cp.attempt, cp.calls)
         if not self.history.on or cp.step <= step:
             return
         change = delta_since(cp.state, cp.etag) if before is not None else None
@@ -105,6 +105,8 @@ class MemoryStore(Store):
             parts, _ = delta.encode(cp.state, change, (), (), None)
             size = len(b",".join(parts)) + 2
         entry = StepRecord(cp.step, cp.steps[-1], doc["updated_at"], attempt, size)
+        if step == cp.step - 1:  # the journal the completing save dropped
+            entry = with_calls(entry, callindex.build(journal))
         kept = self._kept.setdefault(cp.run_id, [])
         kept.append((entry, self._runs[cp.run_id], before))
         if self.history.keep_last is not None:

@@ -24,7 +24,14 @@ from typing import Any
 
 from ...seam.checkpoint import Checkpoint
 from ...seam.errors import corrupt_error
-from ...seam.history import StepRecord, checkpoint_at, latest, latest_at, not_kept
+from ...seam.history import (
+    StepRecord,
+    checkpoint_at,
+    latest,
+    latest_at,
+    not_kept,
+    with_calls,
+)
 from ...seam.rules import check_run_id
 from . import segments
 from .heads import HeadPrograms
@@ -117,12 +124,15 @@ def _entries(versions: list[dict[str, Any]]) -> list[tuple[int, StepRecord]]:
         out.append(
             (
                 n,
-                StepRecord(
-                    last,
-                    str(hist.get("name", "")),
-                    at if isinstance(at, int | float) else None,
-                    attempts if type(attempts) is int else None,
-                    size if type(size) is int else None,
+                with_calls(
+                    StepRecord(
+                        last,
+                        str(hist.get("name", "")),
+                        at if isinstance(at, int | float) else None,
+                        attempts if type(attempts) is int else None,
+                        size if type(size) is int else None,
+                    ),
+                    hist.get("calls"),
                 ),
             )
         )

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...seam import delta
+from ...seam import callindex, delta
 from ...seam.checkpoint import Checkpoint
 from ...seam.codec import Codec
 from ...seam.document import dumps, to_document
@@ -277,7 +277,12 @@ def _completed(p: Prepared) -> dict[str, Any] | None:
         return None
     size = len(segments.blob(p.parts))
     at = p.doc.get("updated_at")
-    return {"step": cp.step, "name": cp.steps[-1], "at": at, "attempts": attempts, "size": size}
+    hist = {"step": cp.step, "name": cp.steps[-1], "at": at, "attempts": attempts, "size": size}
+    # The journal this save drops, indexed (``seam.callindex``): known when the version
+    # before is this store's own, of the step's run.
+    if known is not None and known.calls is not None and before == cp.step - 1:
+        hist["calls"] = callindex.build(known.calls)
+    return hist
 
 
 def plan_head(

@@ -395,7 +395,8 @@ def links(run_id: str, gen: str) -> dict[str, Any]:
 # -- history (``stores.cosmos.history``) -----------------------------------------------
 # With history on, a fold keeps the generations it supersedes and its snapshot names
 # the tip of the chain before it (``back``); a step's completing segment carries
-# ``hist``: {"step", "name", "at", "attempts", "size"}.
+# ``hist``: {"step", "name", "at", "attempts", "size", "calls"} (``calls``: the step's
+# call index, ``seam.callindex``; absent on markers written before it was kept).
 
 
 def history_links(run_id: str) -> dict[str, Any]:
