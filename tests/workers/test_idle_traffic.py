@@ -6,7 +6,7 @@ directories of a FileStore. Counted per look, not per second: no timing in the t
 
 from __future__ import annotations
 
-import asyncio
+import subprocess
 import sys
 import threading
 import time
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import durable_steps as ds
+from durable_steps.seam import lease as ds_lease
 from durable_steps.testing import CosmosEndpoint
 from durable_steps.workers.discovery import Look
 
@@ -143,54 +144,54 @@ def test_an_idle_workers_looks_cost_the_same_at_10_and_2000_runs(
     assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)
 
 
-@pytest.fixture(params=["file", "cosmos-local", "cosmos-local-async"])
-def recovering(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[int], Counted]:
-    """A function: what ``recover`` (``recover_async``) reads of a fresh store of n runs,
-    finished or leased by a live worker, none to take: file operations, or requests
-    and bytes to cosmos-local."""
+def recovering(tmp_path: Path, n: int) -> Counted:
+    """What ``recover`` reads of a fresh FileStore of n runs, finished or leased by a
+    live worker, none to take: file operations."""
     quiet = ds.Workflow("idle", [])
-    if request.param == "file":
-
-        def file_reads(n: int) -> Counted:
-            with ds.FileStore(tmp_path / f"store-{n}") as store:
-                _fill(store, "idle", n)
-                return _file_ops(lambda: _nothing(ds.recover(store, [quiet])))
-
-        return file_reads
-    cosmos: CosmosEndpoint = request.getfixturevalue("cosmos_local")
-
-    def cosmos_reads(n: int) -> Counted:
-        with _cosmos_filled(cosmos, n) as (proxied, proxy):
-            if request.param == "cosmos-local":
-                with proxied.store() as store:
-                    store.load("warm")  # (the client's first requests: not counted)
-                    proxy.clear()
-                    _nothing(ds.recover(store, [quiet]))
-            else:
-
-                async def once() -> None:
-                    async with proxied.async_store() as store:
-                        await store.load("warm")
-                        proxy.clear()
-                        _nothing(await ds.recover_async(store, [quiet]))
-
-                asyncio.run(once())
-            return _requests(proxy)
-
-    return cosmos_reads
+    with ds.FileStore(tmp_path / f"store-{n}") as store:
+        _fill(store, "idle", n)
+        return _file_ops(lambda: _nothing(ds.recover(store, [quiet])))
 
 
 def _nothing(recovered: list[ds.Recovered]) -> None:
     assert recovered == []
 
 
-def test_recover_reads_the_same_at_10_and_2000_runs(
-    recovering: Callable[[int], Counted],
-) -> None:
+def test_recover_reads_the_same_at_10_and_2000_runs(tmp_path: Path) -> None:
     """``recover`` goes through the look a worker makes (``Store.takeable``), not a
-    listing of every run: at 2,000 finished or leased runs it reads what it reads at 10
-    (the same file operations or requests, bytes within 64 a request)."""
-    few, many = recovering(FEW), recovering(MANY)
+    listing of every run, on the stores that see a dead local process's leases
+    themselves: at 2,000 finished or leased runs it reads what it reads at 10 (the
+    same file operations). (On Cosmos DB it lists, as a worker's first look does:
+    ``test_recover_takes_a_dead_local_processs_run_at_once``.)"""
+    few, many = recovering(tmp_path, FEW), recovering(tmp_path, MANY)
     assert few[0] >= 1, few
     assert many[0] == few[0], (few, many)
     assert abs(many[1] - few[1]) <= 64 * few[0], (few, many)
+
+
+def _dead_local_owner() -> str:
+    """A default owner id of this machine whose process has ended."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    owner = ds_lease.default_owner().split(":")
+    owner[3] = child.stdout.strip()
+    gone = ":".join(owner)
+    assert ds_lease.owner_gone(gone), gone
+    return gone
+
+
+def test_recover_takes_a_dead_local_processs_run_at_once(cosmos_local: CosmosEndpoint) -> None:
+    """A run leased for an hour by a process of this machine that has ended is taken by
+    ``recover`` at once on Cosmos DB, whose filter would leave it until the lease
+    expires: ``recover`` lists the running runs there, as a worker's first look does.
+    (On FileStore the dead process's runs are found through the processes it
+    registered: ``test_fleet_wakeup``, with real processes killed.)"""
+    flow = ds.Workflow("orphaned", [ds.Step("s", lambda s: {"done": 1})])
+    with cosmos_local.store() as store:
+        assert flow.start("orphan", store)
+        cp = store.load("orphan")
+        assert cp is not None
+        store.save(replace(cp, owner=_dead_local_owner(), lease_expires=time.time() + 3600))
+        done = ds.recover(store, [flow])
+        assert [(r.run_id, r.outcome) for r in done] == [("orphan", "completed")]
+        assert ds.wait_for_result(store, "orphan", timeout=5) == {"done": 1}

@@ -77,6 +77,7 @@ class _Around(Generic[W]):
         self.max_state_bytes = state_limit(max_state_bytes)
         self.finished_ttl = inner.finished_ttl
         self.encodes_values = True
+        self.sees_gone_owners = inner.sees_gone_owners
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, {self.codec!r})"

@@ -70,6 +70,12 @@ class Store(ABC):
     store the registry opens is given only encoded values by ``coded.CodedStore``."""
     finished_ttl: int | None = None
     """Seconds after a run ended when it goes (retention); None: kept."""
+    sees_gone_owners: bool = False
+    """True when ``takeable`` also answers the runs leased by a process of this machine
+    that has ended (the store keeps which processes hold leases: FileStore), or when no
+    other process can hold them (MemoryStore). False: such a run's lease looks live to
+    the store's filter, so a one-off pass (``recover``) lists every running run to take
+    it at once, as a worker's first look does."""
 
     @abstractmethod
     def load(self, run_id: str) -> Checkpoint | None:
@@ -232,6 +238,8 @@ class AsyncStore(ABC):
     encodes_values: bool = False
     """``Store.encodes_values``."""
     finished_ttl: int | None = None
+    sees_gone_owners: bool = False
+    """``Store.sees_gone_owners``."""
 
     @abstractmethod
     async def load(self, run_id: str) -> Checkpoint | None:
@@ -371,6 +379,7 @@ class ThreadedStore(AsyncStore, Generic[S]):
         self.max_state_bytes = sync.max_state_bytes
         self.finished_ttl = sync.finished_ttl
         self.encodes_values = sync.encodes_values
+        self.sees_gone_owners = sync.sees_gone_owners
 
     @property  # held once, by the blocking store
     def codec(self) -> Codec | None:

@@ -41,6 +41,7 @@ class MemoryStore(Store):
 
     kind = "MemoryStore"
     encodes_values = True  # through seam.encoded's Coder, as a durable store keeps them
+    sees_gone_owners = True  # no other process can hold a lease on it
 
     def __init__(
         self,

@@ -3,7 +3,10 @@
 
 ``recover(store, workflows)`` asks the store for the runs a worker may take now
 (``Store.takeable``, the look a worker makes: the backend's own filter, so its cost
-grows with those runs, not with the runs live workers hold) -- ``running`` runs
+grows with those runs, not with the runs live workers hold; on a store that cannot
+see there that a lease's process on this machine has ended -- Cosmos DB -- it lists
+every running and due waiting run instead, as a worker's first look does, so that
+such a run is taken at once and not at its lease's expiry) -- ``running`` runs
 orphaned by a worker that died or started for the workers (``Workflow.start``), and
 ``waiting`` runs that are due (a sleep's wake time or a signal's deadline passed) --,
 reading no state. It keeps those whose lease is absent, expired or visibly
@@ -59,14 +62,23 @@ def recover(
     lease: float = 60.0,
     owner: str | None = None,
 ) -> list[Recovered]:
-    """Resume every unfinished run of a known workflow whose lease is free: those the
-    store's own filter answers (``Store.takeable``, a worker's look), one at a time."""
+    """Resume every unfinished run of a known workflow whose lease is free, one at a
+    time: those the store's own filter answers (``Store.takeable``, a worker's look)
+    where the store sees a dead local process's leases itself (``sees_gone_owners``);
+    elsewhere every running and due waiting run listed, as a worker's first look, so
+    that a run whose process died on this machine is taken at once, not at its
+    lease's expiry."""
     _sync_only(store)
     known = known_workflows(workflows)
     admit = admitter(store, known, lease)  # queues: limits kept in the store
     pick = _Picker(owner, limit)
     done = []
-    for info, name in offered(list(store.takeable(list(known), at=now())), known):
+    t = now()
+    if store.sees_gone_owners:
+        listed = list(store.takeable(list(known), at=t))
+    else:
+        listed = [i for w in known.values() for f in _listings(w, t) for i in store.listing(f)]
+    for info, name in offered(listed, known):
         if pick.full():
             break
         if pick.takes(info, lambda: admit(info, known[name])):  # noqa: B023
@@ -88,7 +100,12 @@ async def recover_async(
     done: list[Recovered] = []
     pick = _Picker(owner, limit)
     admission = Admission.of(known.values(), lease)  # queues: limits kept in the store
-    listed = [info async for info in store.takeable(list(known), at=now())]
+    t = now()
+    if store.sees_gone_owners:
+        listed = [info async for info in store.takeable(list(known), at=t)]
+    else:
+        every = [f for w in known.values() for f in _listings(w, t)]
+        listed = [i for f in every async for i in store.listing(f)]
     for info, name in offered(listed, known):
         if pick.full():
             break

@@ -102,6 +102,7 @@ class FileStore(Store):
 
     kind = "FileStore"
     encodes_values = True  # a save's change, through seam.encoded's Coder
+    sees_gone_owners = True  # takeable sweeps procs/: a dead process's runs are due now
 
     def __init__(
         self,
