@@ -57,7 +57,7 @@ class DurableSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
         self.store: Store | None = store if isinstance(store, Store) else None
         self.astore: AsyncStore = ThreadedStore(store) if isinstance(store, Store) else store
-        self._programs = Programs(self.serde)
+        self._programs = Programs(self.serde, lambda: self.astore.codec)
 
     # -- the drivers ------------------------------------------------------------------
 
