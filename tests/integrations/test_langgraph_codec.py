@@ -158,3 +158,27 @@ def test_large_values_are_sealed_in_chunks_and_tampering_is_corruption(place: Ra
     store.put_item(run, ckind, head.key, {**head.value, "d": json.dumps(envelope)})
     with pytest.raises(ds.CorruptCheckpointError):
         DurableSaver(store).get_tuple(cfg)
+
+
+def test_a_copied_thread_is_sealed_for_itself_and_goes_on(place: Raw) -> None:
+    """``copy_thread`` on an encrypted store: the copy has the same history (its list
+    channel stored as extensions too), resumes from an earlier checkpoint, leaves the
+    source as it was, and nothing of it is readable in the backend."""
+    store = place.store(codec())
+    graph, src, dst = post_graph(DurableSaver(store)), config(), config()
+    graph.invoke({"topic": SECRET}, src)
+    before = [h.config["configurable"]["checkpoint_id"] for h in graph.get_state_history(src)]
+    DurableSaver(store).copy_thread(
+        src["configurable"]["thread_id"], dst["configurable"]["thread_id"]
+    )
+
+    copy = post_graph(DurableSaver(store))
+    history = list(copy.get_state_history(dst))
+    assert [h.config["configurable"]["checkpoint_id"] for h in history] == before
+    assert history[0].values == graph.get_state(src).values
+    assert history[0].values["log"] == ["draft", "title"]
+    before_title = next(h for h in history if h.next == ("title",))
+    forked = copy.update_state(before_title.config, {"draft": "about dogs"})
+    assert copy.invoke(None, forked)["title"] == "ABOUT DOGS"
+    assert graph.get_state(src).values["title"] == f"ABOUT {SECRET}"
+    assert not leaks(place.everything(), SECRET)
