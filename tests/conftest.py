@@ -72,7 +72,7 @@ async -- once per store, to keep the suite fast; CI runs every backend with a co
 (``--durable-codec``, .github/workflows/ci.yml)."""
 
 
-ENCRYPTED_MODULES = ("test_contract", "test_calls")
+ENCRYPTED_MODULES = ("test_contract", "test_calls", "test_langgraph_conformance")
 """Where the encrypted backends run: the store's contract, and durable calls (whose
 results are encrypted one record at a time) -- elsewhere a codec changes nothing the
 store's contract does not already prove."""

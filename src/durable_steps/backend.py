@@ -20,6 +20,7 @@ the backend's ``fresh``) all reach it.
 from __future__ import annotations
 
 from .seam.checkpoint import NOT_READ, Checkpoint, RunInfo, evolve, head_of
+from .seam.codec import Codec, is_envelope, place
 from .seam.document import decode, dumps, head_document, info_of, to_document
 from .seam.errors import conflict, corrupt_error, delete_conflict
 from .seam.history import StepRecord, not_kept
@@ -73,4 +74,9 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     "MAX_ITEM_BYTES",
     "item_exists",
     "item_json",
+    # the codec (seam.codec): a layer on per-run items encodes its values with the store's
+    # ``codec``, in the store's envelopes, authenticated with ``place``
+    "Codec",
+    "is_envelope",
+    "place",
 ]

@@ -1,6 +1,7 @@
 """``DurableSaver`` passes LangGraph's own judge, ``langgraph-checkpoint-conformance``:
 every base capability (put, put_writes, get_tuple, list, delete_thread) and every
-extended one it detects, on every backend, blocking stores and async ones."""
+extended one it detects (copy_thread), on every backend, blocking stores and async
+ones, and with the codec on (the ``+aes`` backends)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.conformance")
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, Capability
 
 from durable_steps.integrations.langgraph import DurableSaver
 
@@ -36,3 +37,5 @@ def test_the_conformance_suite_passes(backend: Backend, loop: asyncio.AbstractEv
         assert result.detected and result.passed, (cap.value, result)
         assert result.tests_passed > 0
     assert report.passed_all_base(), report
+    copied = report.results[Capability.COPY_THREAD.value]
+    assert copied.detected and copied.passed and copied.tests_passed > 0, copied

@@ -264,8 +264,9 @@ class ValueCodec:
             key = None if self.keys is None else self.keys.key(key_id, run_id)
             if key is None:
                 raise missing_key(run_id, key_id)
-            cipher = self._ciphers[key_id] = self._aead(key)
+            # The check value first: another thread that finds the cipher reads it next.
             self._checks[key_id] = check_value(key)
+            cipher = self._ciphers[key_id] = self._aead(key)
         return cipher
 
     def __repr__(self) -> str:

@@ -59,18 +59,31 @@ top of its checkpoint as they come: a graph resumed after a crash gets them as t
 checkpoint's ``pending_writes`` and runs only the tasks that had not finished.
 
 *Values.* Through LangGraph's serializer (``JsonPlusSerializer``, pickle fallback off;
-or the ``serde`` given), base64 in the item's JSON; the store's codec (compression,
-encryption) applies to every item. A value that cannot be encoded, or that a serde
-would pickle, is ``InvalidStateError`` before anything of its checkpoint is written;
-a stored pickle is never read.
+or the ``serde`` given), base64 in the item's JSON. *Sealed.* Per-run items are not
+encoded by the store, so the saver puts each record's payload (a checkpoint with its
+metadata, a channel value or extension, a task's writes) through the store's
+``codec`` itself, as the store's own envelope (``seam.codec``: key id, check value,
+compression), authenticated with the run, the item kind and the key: a payload moved
+to another thread, channel, version or checkpoint does not open
+(``CorruptCheckpointError``); a wrong or missing key is ``CodecError`` naming its id.
+The head says ``"e": 1``; chunks split the sealed text. In the clear stays only what
+records are found by -- ids, parent, channel names and versions, task ids and paths,
+the serializer's type name -- no value of the graph's; metadata (which ``list``
+filters on) is sealed with its checkpoint and filtered after it is opened. A value
+that cannot be encoded, or that a serde would pickle, is ``InvalidStateError`` before
+anything of its checkpoint is written; a stored pickle is never read.
 
 *Sync and async* share one implementation: the saver's operations are programs of
 store requests (``_programs.py``), carried out by a blocking and an async driver
 (``_saver.py``).
 
-Not supported: the extended capabilities ``copy_thread``, ``delete_for_runs`` and
-``prune`` (LangGraph's conformance suite detects them as absent); a checkpoint id that
-is not LangGraph's (hex digits and ``-``).
+*Copies.* ``copy_thread`` writes every record of a thread again under another
+(``_copy.py``): opened and sealed anew, since a sealed record names its thread.
+
+Not supported: the extended capabilities ``delete_for_runs`` and ``prune`` (LangGraph's
+conformance suite detects them as absent: a store removes a run's items only with the
+run, so removing some checkpoints of a thread needs a store operation there is not); a
+checkpoint id that is not LangGraph's (hex digits and ``-``).
 """
 
 from __future__ import annotations

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ... import CorruptCheckpointError, InvalidRunIdError, InvalidStateError
-from ...backend import Item, check_run_id
+from ... import (
+    Compression,
+    CorruptCheckpointError,
+    InvalidRunIdError,
+    InvalidStateError,
+    ValueCodec,
+)
+from ...backend import Codec, Item, check_run_id, dumps, is_envelope, place
 
 WORKFLOW = "langgraph"
 """The workflow name of a thread's run (``list_runs(workflow="langgraph")`` lists threads)."""
@@ -122,11 +129,76 @@ def decode(serde: SerializerProtocol, kind_: str, text: str, run_id: str) -> Any
     return serde.loads_typed((kind_, base64.b64decode(text)))
 
 
-def records(key: str, meta: dict[str, Any], payload: str) -> list[Item]:
+_KEYLESS = ValueCodec(compression=Compression())
+"""What a saver on a store without a codec reads sealed records with: compressed ones
+open, encrypted ones are ``CodecError`` naming their key id."""
+
+
+def _where(run_id: str, kind_: str, key: str) -> bytes:
+    """A record's authenticated data: its run, its item kind and its key, so a sealed
+    payload copied to another thread, channel, version or checkpoint does not open."""
+    return place(run_id, f"langgraph\x00{kind_}\x00{key}")
+
+
+def seal(codec: Codec | None, run_id: str, kind_: str, key: str, text: str) -> tuple[str, bool]:
+    """A record's payload (``text``, the serializer's base64) through the store's codec,
+    as the store's own envelope (``seam.codec``), written as JSON text: (the payload to
+    store, whether it is sealed). Unchanged without a codec, or when the codec keeps it
+    plain (compression only, too small to gain)."""
+    if codec is None:
+        return text, False
+    stored = codec.encode(text, dumps(text), _where(run_id, kind_, key))
+    if stored is text or not is_envelope(stored):
+        return text, False
+    return dumps(stored).decode("ascii"), True
+
+
+def unseal(codec: Codec | None, run_id: str, kind_: str, head: Item, text: str) -> str:
+    """The serializer's base64 of a record whose stored payload is ``text``: opened
+    with the codec when the record is sealed. ``CodecError`` for a key the codec lacks
+    or a wrong key (naming its id); ``CorruptCheckpointError`` for a sealed payload
+    that was altered or moved."""
+    if not head.value.get("e"):
+        return text
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        stored = None
+    if not is_envelope(stored):
+        raise CorruptCheckpointError(
+            f"thread run {run_id!r}: item {head.key!r} of {kind_!r} is marked encoded and "
+            "its payload is not an encoded value; the thread's store was changed outside "
+            "DurableSaver",
+            run_id=run_id,
+        )
+    plain = (_KEYLESS if codec is None else codec).decode(
+        stored, _where(run_id, kind_, head.key), run_id
+    )
+    if not isinstance(plain, str):
+        raise CorruptCheckpointError(
+            f"thread run {run_id!r}: item {head.key!r} of {kind_!r} decodes to no payload",
+            run_id=run_id,
+        )
+    return plain
+
+
+def records(
+    key: str,
+    meta: dict[str, Any],
+    payload: str,
+    *,
+    codec: Codec | None = None,
+    run_id: str = "",
+    kind_: str = "",
+) -> list[Item]:
     """One logical record as items: the head (``meta``, the first chunk, how many chunks
     and their nonce), then the other chunks -- under keys of this write alone (the
     nonce), so a second writer of the same head never overwrites the first one's chunks.
-    Write the chunks first: a head is never there without them."""
+    Write the chunks first: a head is never there without them. With a ``codec`` the
+    payload is sealed first (``seal``; the head says so with ``"e": 1``)."""
+    payload, sealed = seal(codec, run_id, kind_, key, payload)
+    if sealed:
+        meta = {**meta, "e": 1}
     chunks = [payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK)] or [""]
     nonce = secrets.token_hex(4)
     head = Item(key, {**meta, "d": chunks[0], "n": len(chunks), "c": nonce})
@@ -138,9 +210,16 @@ def chunk_key(key: str, nonce: str, i: int) -> str:
     return f"{key}#{nonce}{i:05d}"
 
 
-def payload(head: Item, items: Sequence[Item] | dict[str, Any], run_id: str) -> str:
+def payload(
+    head: Item,
+    items: Sequence[Item] | dict[str, Any],
+    run_id: str,
+    *,
+    codec: Codec | None = None,
+    kind_: str = "",
+) -> str:
     """A record's whole payload from its head and its chunks (``items``: the chunks, in
-    order, or every item read by key)."""
+    order, or every item read by key), opened with ``codec`` when it is sealed."""
     value = head.value
     n, nonce = value.get("n", 1), value.get("c", "")
     parts = [value.get("d", "")]
@@ -154,4 +233,4 @@ def payload(head: Item, items: Sequence[Item] | dict[str, Any], run_id: str) -> 
                 run_id=run_id,
             )
         parts.append(chunk["d"])
-    return "".join(parts)
+    return unseal(codec, run_id, kind_, head, "".join(parts))

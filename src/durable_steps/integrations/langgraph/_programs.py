@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import ConflictError, CorruptCheckpointError
-from ...backend import Item
+from ...backend import Codec, Item
 from ._layout import (
     NAMESPACES,
     before,
@@ -77,8 +77,10 @@ class Programs:
     channel (to store an append as the items appended), the threads and namespaces
     known to exist."""
 
-    def __init__(self, serde: SerializerProtocol) -> None:
+    def __init__(self, serde: SerializerProtocol, codec: Callable[[], Codec | None]) -> None:
         self.serde = serde
+        self.codec = codec
+        """The store's codec as it is now (a store's codec may be set after it is made)."""
         self._seen: OrderedDict[tuple[str, str, str], _Seen] = OrderedDict()
         self._lists: OrderedDict[tuple[str, str, str, str], list[Any]] = OrderedDict()
         self._threads: dict[str, float] = {}
@@ -121,7 +123,8 @@ class Programs:
         meta["t"], body = encode(
             self.serde, {"checkpoint": c, "metadata": md}, "the checkpoint", run
         )
-        *chunks, head = records(ckey, meta, body)
+        kind = checkpoints_kind(ns)
+        *chunks, head = records(ckey, meta, body, codec=self.codec(), run_id=run, kind_=kind)
         # Everything is encoded: now the writes, the checkpoint's head last of all.
         if (run, ns) not in self._namespaces:
             yield Append(run, Item("=" + ns, {}), NAMESPACES, quiet=True)
@@ -129,7 +132,6 @@ class Programs:
             yield Touch(run, thread_id)
         for write in writes:  # noqa: UP028 - each is sent its result: not a yield from
             yield write
-        kind = checkpoints_kind(ns)
         for chunk in chunks:
             yield Append(run, chunk, kind)
         try:
@@ -185,10 +187,13 @@ class Programs:
             meta["t"], body = encode(self.serde, value[len(earlier) :], what, run)
             extended.add(channel)
             kind = extensions_kind(ns, channel)
-            return [Append(run, r, kind, quiet=True) for r in records(str(version), meta, body)]
+            sealed = records(str(version), meta, body, codec=self.codec(), run_id=run, kind_=kind)
+            return [Append(run, r, kind, quiet=True) for r in sealed]
         extended.discard(channel)
         t, body = encode(self.serde, value, f"channel {channel!r}", run)
-        return [Append(run, r, blobs_kind(ns), quiet=True) for r in records(bkey, {"t": t}, body)]
+        kind = blobs_kind(ns)
+        sealed = records(bkey, {"t": t}, body, codec=self.codec(), run_id=run, kind_=kind)
+        return [Append(run, r, kind, quiet=True) for r in sealed]
 
     def _parent(self, run: str, ns: str, parent: str | None) -> Generator[Request, Any, _Seen]:
         if parent is None:
@@ -198,7 +203,7 @@ class Programs:
         group = yield from self._group(run, ns, checkpoint_key(parent))
         if group is None:
             return _Seen({}, frozenset())
-        cp, _ = self._checkpoint(run, group)
+        cp, _ = self._checkpoint(run, ns, group)
         seen = _Seen(dict(cp["channel_versions"]), frozenset(group[0].value["x"]))
         self._remember(self._seen, (run, ns, parent), seen)
         return seen
@@ -225,7 +230,7 @@ class Programs:
         meta = {"task": task_id, "path": task_path, "w": pairs, "t": ""}
         what = f"a write of task {task_id!r} (channels {[c for c, _ in writes]})"
         meta["t"], body = encode(self.serde, [v for _, v in writes], what, run)
-        *chunks, head = records(key, meta, body)
+        *chunks, head = records(key, meta, body, codec=self.codec(), run_id=run, kind_=kind)
         for chunk in chunks:
             yield Append(run, chunk, kind)
         yield Put(run, head, kind) if special else Append(run, head, kind, quiet=True)
@@ -272,7 +277,7 @@ class Programs:
                         break
                     if limit is not None and len(found) >= limit:
                         return found
-                    cp, md = self._checkpoint(run, group)
+                    cp, md = self._checkpoint(run, ns, group)
                     if filter and not all(md.get(k) == v for k, v in filter.items()):
                         continue
                     found.append((yield from self._tuple(run, thread_id, ns, group, (cp, md))))
@@ -312,10 +317,11 @@ class Programs:
             group += [i for i in page if _under(i.key, head)]
         return group
 
-    def _checkpoint(self, run: str, group: list[Item]) -> tuple[Any, Any]:
+    def _checkpoint(self, run: str, ns: str, group: list[Item]) -> tuple[Any, Any]:
         """A checkpoint's record decoded: (the checkpoint without its values, its metadata)."""
         by_key = {i.key: i.value for i in group}
-        record = decode(self.serde, group[0].value["t"], payload(group[0], by_key, run), run)
+        text = payload(group[0], by_key, run, codec=self.codec(), kind_=checkpoints_kind(ns))
+        record = decode(self.serde, group[0].value["t"], text, run)
         return record["checkpoint"], record["metadata"]
 
     def _tuple(
@@ -327,7 +333,7 @@ class Programs:
         decoded: tuple[Any, Any] | None = None,
     ) -> Generator[Request, Any, CheckpointTuple]:
         head = group[0]
-        cp, md = decoded or self._checkpoint(run, group)
+        cp, md = decoded or self._checkpoint(run, ns, group)
         checkpoint = dict(cp)
         versions = checkpoint["channel_versions"]
         extended = set(head.value.get("x", ()))
@@ -347,7 +353,8 @@ class Programs:
         for item in group[1:]:
             if "/" in item.key and "#" not in item.key and "n" in item.value:
                 v = item.value
-                values = decode(self.serde, v["t"], payload(item, by_key, run), run)
+                text = payload(item, by_key, run, codec=self.codec(), kind_=checkpoints_kind(ns))
+                values = decode(self.serde, v["t"], text, run)
                 for (channel, i), value in zip(v["w"], values, strict=True):
                     key = writes_sort_key(v["path"], v["task"], i)
                     writes.append((key, (v["task"], channel, value)))
@@ -387,7 +394,8 @@ class Programs:
         if (n := head.value.get("n", 1)) > 1:
             first = chunk_key(key, head.value.get("c", ""), 1)
             chunks = yield Read(run, kind, before(first), n - 1)
-        value = decode(self.serde, head.value["t"], payload(head, chunks, run), run)
+        text = payload(head, chunks, run, codec=self.codec(), kind_=kind)
+        value = decode(self.serde, head.value["t"], text, run)
         if type(value) is list:
             self._remember(self._lists, (run, ns, channel, str(version)), list(value))
         return True, value
@@ -397,7 +405,8 @@ class Programs:
     ) -> Generator[Request, Any, Any]:
         """A list stored as extensions: every extension of the channel in one read (their
         sum is about the list's size), then the chain from ``version`` back to its base."""
-        items: list[Item] = yield Read(run, extensions_kind(ns, channel))
+        xkind = extensions_kind(ns, channel)
+        items: list[Item] = yield Read(run, xkind)
         by_key = {i.key: i.value for i in items}
         heads = {i.key: i for i in items if "n" in i.value}
         chain: list[Item] = []
@@ -427,7 +436,10 @@ class Programs:
                     f"a list of {head.value['k']} items, and {len(value)} were found",
                     run_id=run,
                 )
-            value = value + decode(self.serde, head.value["t"], payload(head, by_key, run), run)
+            text = payload(
+                head, by_key, run, codec=self.codec(), kind_=extensions_kind(ns, channel)
+            )
+            value = value + decode(self.serde, head.value["t"], text, run)
             self._remember(self._lists, (run, ns, channel, head.key), list(value))
         return value
 

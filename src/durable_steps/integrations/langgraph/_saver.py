@@ -22,7 +22,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ... import ConflictError
-from ...backend import AsyncStore, Checkpoint, Store, ThreadedStore, evolve
+from ...backend import AsyncStore, Checkpoint, Codec, Store, ThreadedStore, evolve
+from ._copy import copy_thread
 from ._layout import WORKFLOW
 from ._programs import TOUCH, Programs
 from ._requests import (
@@ -57,7 +58,7 @@ class DurableSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
         self.store: Store | None = store if isinstance(store, Store) else None
         self.astore: AsyncStore = ThreadedStore(store) if isinstance(store, Store) else store
-        self._programs = Programs(self.serde)
+        self._programs = Programs(self.serde, self._codec)
 
     # -- the drivers ------------------------------------------------------------------
 
@@ -173,6 +174,19 @@ class DurableSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._arun(self._programs.delete_thread(str(thread_id)))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Every checkpoint, pending write and value of a thread, under another thread id
+        (sealed anew for it when the store has a codec); the source is only read, and a
+        record the target has already is kept."""
+        self._run(copy_thread(self._codec, str(source_thread_id), str(target_thread_id)))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._arun(copy_thread(self._codec, str(source_thread_id), str(target_thread_id)))
+
+    def _codec(self) -> Codec | None:
+        """The store's codec as it is now (a store's codec may be set after it is made)."""
+        return self.astore.codec
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A channel's next version: the step number, fixed width (versions compare as
