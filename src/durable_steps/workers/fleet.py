@@ -259,21 +259,25 @@ async def _looks(
     fleet: Fleet, look: Look, interval: float, ticks: Callable[[], object] | None
 ) -> None:
     """Look, start what was found, rest (``rest_after``), until stopped."""
-    next_look, earliest = 0.0, 0.0
+    next_look, earliest, more = 0.0, 0.0, False
     while not fleet.stop.is_set():
         if ticks is not None:
             await asyncio.to_thread(ticks)  # schedules (at most once a second: ``Ticker``)
         wakes = fleet.wakes
-        if fleet.slots > 0 and fleet.wakeup.heard():
-            # A run became takeable: look now -- but rest at least as long as the last
-            # look took (a burst of starts: one look per look's time, not per start).
+        if fleet.slots > 0 and (fleet.wakeup.heard() or more):
+            # A run became takeable, or the last look filled every free slot (more runs
+            # may wait, and no start may wake us for them): look now -- but rest at least
+            # as long as the last look took (a burst of starts: one look per look's
+            # time, not per start).
             next_look = min(next_look, earliest)
         # Look again when the next look is due -- or when a timer comes due before
         # then: one this worker put to sleep, or one the last look saw coming.
         if fleet.slots > 0 and _monotonic() >= min([next_look, *wakes]):
             began = _monotonic()
             busy = set(fleet.running.values()) | fleet.undecodable
-            found, soon = await asyncio.to_thread(look.take, fleet.slots, busy, interval)
+            free = fleet.slots
+            found, soon = await asyncio.to_thread(look.take, free, busy, interval)
+            more = len(found) >= free
             for run_id, name in found:
                 fleet.start(run_id, name)
             ended = _monotonic()

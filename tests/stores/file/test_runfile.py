@@ -107,7 +107,8 @@ def test_a_journal_is_compacted_so_a_load_reads_at_most_about_4x_the_state(
         now = target.stat()
         if now.st_ino != inode:  # this save wrote a new snapshot
             rewrites, inode, snapshot = rewrites + 1, now.st_ino, now.st_size
-        assert now.st_size <= 4 * snapshot
+        # "about": a record's time stamps vary by a few bytes from the one before
+        assert now.st_size <= 4 * snapshot + 256
     assert rewrites >= 2
     assert same(store.load("r"), cp)
 
