@@ -43,6 +43,7 @@ import psutil
 import durable_steps as ds
 
 from .common import ROOT, Table, dbos_on_sqlite, ms
+from .cosmos import SERVERS, cpu_seconds
 
 WORKERS = 8
 CONCURRENCY = 50
@@ -72,6 +73,8 @@ class Measured:
     lost: int
     """Claims a worker lost to another (its run was "leased" when it came to it)."""
     pickups: list[float]
+    server: float | None = None
+    """The cosmos-local server's CPU seconds over the timed part (None: no server)."""
 
     @property
     def rate(self) -> float:
@@ -164,7 +167,8 @@ def _report(table: Table, what: str, m: Measured, why: str = "") -> None:
         note=f"pickup (start to step) p50 {ms(m.pickup(0.5))}, p99 {ms(m.pickup(0.99))}; "
         f"{m.seconds:.1f} s; CPU {m.cpu_per_run * 1000:.2f} ms a run (all workers' user + "
         f"sys); {m.lost / m.n:.3f} lost claims a run; concurrency {CONCURRENCY} per "
-        f"process, interval {INTERVAL:g} s{why}",
+        f"process, interval {INTERVAL:g} s{why}"
+        + ("" if m.server is None else f"; the server's CPU {m.server / m.n * 1000:.2f} ms a run"),
     )
 
 
@@ -177,6 +181,7 @@ def ours(
     *,
     workers: int | None = None,
     why: str = "",
+    server: int | None = None,
 ) -> Measured:
     base.mkdir(parents=True)
     (base / "flows.py").write_text(FLOWS)
@@ -189,8 +194,11 @@ def ours(
         with _processes([command] * k, base, env) as lines:
             _warm(store, lines)
             cpu, lost = lines.cpu(), lines.lost
+            theirs = cpu_seconds(server) if server else 0.0
             rows = _timed(store, n)
             m = measured(rows, k, lines.cpu() - cpu, lines.lost - lost)
+            if server:  # what bounds a fleet on cosmos-local: its workers' CPU, or the server's
+                m.server = cpu_seconds(server) - theirs
     if table is not None:
         _report(table, name, m, why)
     return m
@@ -247,7 +255,15 @@ def cosmos_fleet(table: Table, endpoint: str, base: Path, quick: bool) -> None:
     env = cosmos_env(endpoint, "fleet")
     n = 30 if quick else 1_000
     why = "" if quick else "; 1,000, not 10,000: one Node.js process serves every request"
-    RESULTS["cosmos"] = ours(table, "cosmos-local", env, base / "fleet-runs-cosmos", n, why=why)
+    RESULTS["cosmos"] = ours(
+        table,
+        "cosmos-local",
+        env,
+        base / "fleet-runs-cosmos",
+        n,
+        why=why,
+        server=SERVERS.get(endpoint),
+    )
 
 
 # -- DBOS queues on SQLite -------------------------------------------------------------
