@@ -144,16 +144,12 @@ class Filters:
             if (value := text(name)) is not None:
                 age(value, what)
         since, until = text("since"), text("until")
-        if (
-            since is not None
-            and until is not None
-            and moment(since, "since") >= moment(until, "until")
-        ):
+        start = None if since is None else moment(since, "since")
+        end = None if until is None else moment(until, "until")
+        if start is not None and end is not None and start >= end:
             raise FilterError(
                 f"the time range is empty: since {since!r} is not before until {until!r}"
             )
-        if until is not None:
-            moment(until, "until")
         sort = text("sort")
         sortable = {c.key for c in COLUMNS if c.sort_key} | set(EXTRA)
         if sort is not None and sort not in sortable:
