@@ -66,9 +66,11 @@ def refused(status: int, text: str) -> JSONResponse:
 
 
 def run_json(info: RunInfo) -> dict[str, Any]:
-    """A run as the list shows it: ``RunInfo``'s fields, its status and its lease owner
-    as people read it (``owner_label``)."""
+    """A run as the list shows it: ``RunInfo``'s fields (``error``, set when its
+    checkpoint cannot be read, as ``unreadable``), its status and its lease owner as
+    people read it (``owner_label``)."""
     out = dataclasses.asdict(info)
+    out["unreadable"] = out.pop("error")  # "error" is the key of the API's refusals
     out["status"] = status_of(info)
     out["owner_label"] = None if info.owner is None else owner_label(info.owner)
     return out
@@ -175,15 +177,15 @@ class Api:
         return answer(dataclasses.asdict(got))
 
     def workers(self, request: Request) -> Response:
-        f = self.c.fleet.get()
+        f = self.c.fleet.get("workers")
         return answer({"workers": [dataclasses.asdict(w) for w in f.workers], **_cost(f)})
 
     def queues(self, request: Request) -> Response:
-        f = self.c.fleet.get()
+        f = self.c.fleet.get("queues")
         return answer({"queues": [dataclasses.asdict(q) for q in f.queues], **_cost(f)})
 
     def schedules(self, request: Request) -> Response:
-        f = self.c.fleet.get()
+        f = self.c.fleet.get("schedules")
         return answer({"schedules": [dataclasses.asdict(s) for s in f.schedules], **_cost(f)})
 
     # -- actions -----------------------------------------------------------------------

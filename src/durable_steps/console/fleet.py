@@ -1,9 +1,10 @@
 """The fleet's pages: the workers, the queues and the schedules of the store.
 
-Each page is drawn from one snapshot (``durable_steps.fleet``: one listing of the
-store, metadata only, and the few queue and schedule records), kept for ``FRESH``
-seconds, so the three pages and their JSON (``api``) opened together cost one listing;
-each page says when its snapshot was taken and what it cost. The pages refresh
+Each page is drawn from a snapshot of its part (``durable_steps.fleet``: a listing of
+the running runs -- or of the waiting ones, for schedules -- metadata only, and the few
+queue and schedule records), kept for ``FRESH`` seconds, so a page and its JSON
+(``api``) asked for together cost one listing; each page says when its snapshot was
+taken and what it cost. The pages refresh
 themselves as the runs list does (every ``EVERY`` seconds while *live* is checked).
 """
 
@@ -29,18 +30,20 @@ EVERY = 5
 
 
 class FleetView:
-    """The latest snapshot of the fleet, taken again when older than ``FRESH``."""
+    """The latest snapshot of each part of the fleet, taken again when older than
+    ``FRESH``."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._last: Fleet | None = None
+        self._last: dict[str, Fleet] = {}
         self._lock = threading.Lock()
 
-    def get(self, max_age: float = FRESH) -> Fleet:
+    def get(self, part: str, max_age: float = FRESH) -> Fleet:
         with self._lock:  # one listing at a time, however many pages ask
-            if self._last is None or time.time() - self._last.taken_at > max_age:
-                self._last = fleet(self.store)
-            return self._last
+            last = self._last.get(part)
+            if last is None or time.time() - last.taken_at > max_age:
+                last = self._last[part] = fleet(self.store, parts=(part,))
+            return last
 
 
 class Pages:
@@ -50,7 +53,7 @@ class Pages:
     def _page(self, request: Request, name: str) -> Response:
         fragment = request.query_params.get("fragment") == "1"
         template = f"{name}_table.html" if fragment else "fleet.html"
-        snapshot = self.c.fleet.get()
+        snapshot = self.c.fleet.get(name)
         return self.c.page(template, 200, request, fleet=snapshot, EVERY=EVERY, section=name)
 
     def workers(self, request: Request) -> Response:

@@ -1,14 +1,19 @@
 """The fleet as an operator sees it: the workers, the queues and the schedules of a store.
 
 Workers share nothing but the store, so everything here is read from it, through the
-typed store interface (it works on every backend), in one pass:
+typed store interface (it works on every backend), and only what a part needs:
 
-- **One listing** (``list_runs``: metadata, never a state) gives every running run --
-  its lease owner, lease expiry, last save (a heartbeat renews the lease with a save,
-  so the newest save of a worker's leased runs is its last heartbeat), workflow,
-  version and queue -- and the records of the queues and schedules (reserved run ids,
-  ``workers.queues`` and ``workers.schedules``). A record's state is loaded only for
-  those records (a few small checkpoints).
+- **Workers and queues**: one listing of the running runs (``list_runs(status=
+  "running")``: metadata, never a state; Cosmos DB answers it from its index, a
+  FileStore reads each run's last record) gives each one's lease owner, lease expiry,
+  last save (a heartbeat renews the lease with a save, so the newest save of a
+  worker's leased runs is its last heartbeat), workflow, version and queue. Each
+  queue (partition) that has running runs is read once more: its record (a point
+  read of a reserved run id, ``workers.queues``) for its limits and starts. A queue
+  with no running run is not listed.
+- **Schedules**: one listing of the waiting runs, of which the schedules' records
+  (reserved run ids, ``workers.schedules``) are loaded, and each last tick's run is
+  read (a point read).
 - **Workers** are the processes that hold leases, grouped by the process an owner id
   names (``seam.lease.owner_process``: host, boot, pid, start -- each ``run`` call has
   its own random part). A store that keeps a registry of its lease-holding processes
@@ -26,8 +31,10 @@ typed store interface (it works on every backend), in one pass:
   served the schedule then) when croniter (the ``[schedules]`` extra) is installed;
   the last tick's run and its status.
 
-The cost is the listing: at 100,000 runs that is seconds on a FileStore. Callers that
-show several pages (the console) take one ``fleet`` snapshot and keep it briefly.
+The cost is the listing: at 100,000 runs that is seconds on a FileStore (it reads every
+run's last record to know its status), a query of the running runs on Cosmos DB.
+``fleet(parts=...)`` reads only the parts asked for; the console keeps each page's
+snapshot briefly.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from ..seam.checkpoint import RunInfo
 from ..seam.lease import owner_gone, owner_label, owner_process
 from ..seam.store import Store
 from .queues import RECORD_PREFIX as QUEUE_PREFIX
+from .queues import record_id
 from .schedules import RECORD_PREFIX as SCHEDULE_PREFIX
 from .schedules import tick_run_id
 
@@ -134,27 +142,29 @@ class _Worker:
     dead: list[RunInfo] = field(default_factory=list)
 
 
-def fleet(store: Store, *, now: float | None = None) -> Fleet:
-    """The store's workers, queues and schedules (one listing; see the top)."""
+PARTS = ("workers", "queues", "schedules")
+
+
+def fleet(store: Store, *, now: float | None = None, parts: Iterable[str] = PARTS) -> Fleet:
+    """The store's workers, queues and schedules -- those of ``parts`` (the others are
+    left empty): see the top for what each reads."""
+    asked = set(parts)
+    if unknown := asked - set(PARTS):
+        raise ValueError(f"fleet has no part {sorted(unknown)}; the parts are {PARTS}")
     t0, at = time.perf_counter(), time.time() if now is None else now
     running: list[RunInfo] = []
-    queue_records: list[RunInfo] = []
-    schedule_records: list[RunInfo] = []
-    listed = 0
-    for info in store.list_runs():
-        listed += 1
-        if info.run_id.startswith(QUEUE_PREFIX):
-            queue_records.append(info)
-        elif info.run_id.startswith(SCHEDULE_PREFIX):
-            schedule_records.append(info)
-        elif info.status == "running":
-            running.append(info)
+    records: list[RunInfo] = []
+    if asked & {"workers", "queues"}:
+        running = list(store.list_runs(status="running"))
+    if "schedules" in asked:  # a schedule's record is a waiting run of no workflow
+        waiting = store.list_runs(status="waiting")
+        records = [i for i in waiting if i.run_id.startswith(SCHEDULE_PREFIX)]
     return Fleet(
-        workers(running, store.processes(), at),
-        queues(store, running, queue_records, at),
-        schedules(store, schedule_records, at),
+        workers(running, store.processes(), at) if "workers" in asked else [],
+        queues(store, running, at) if "queues" in asked else [],
+        schedules(store, records, at) if "schedules" in asked else [],
         at,
-        listed,
+        len(running) + len(records),
         time.perf_counter() - t0,
     )
 
@@ -205,21 +215,17 @@ def _place(w: _Worker, owner: str) -> None:
         w.host, w.pid = process[0], process[2]
 
 
-def queues(
-    store: Store, running: Iterable[RunInfo], records: Iterable[RunInfo], now: float
-) -> list[QueueInfo]:
-    """Each queue (partition) that has a record or a running run."""
+def queues(store: Store, running: Iterable[RunInfo], now: float) -> list[QueueInfo]:
+    """Each queue (partition) that has a running run: its runs, and its record (one
+    point read each) for its limits and recent starts."""
     groups: dict[tuple[str, str | None], list[RunInfo]] = defaultdict(list)
     for info in running:
-        if info.queue is not None:
+        if info.queue is not None and not info.run_id.startswith(QUEUE_PREFIX):
             groups[info.queue, info.partition].append(info)
     kept: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for record in records:
-        queue, _, part = record.run_id.removeprefix(QUEUE_PREFIX).partition("~")
-        cp = store.load(record.run_id)
-        key = (queue, part or None)
+    for key in groups:
+        cp = store.load(record_id(*key))
         kept[key] = dict(cp.state) if cp is not None else {}
-        groups.setdefault(key, [])
     out = []
     for (name, partition), infos in sorted(
         groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
