@@ -284,19 +284,12 @@ class Console:
     async def act(self, request: Request) -> Response:
         run_id, name = request.path_params["run_id"], request.path_params["action"]
         action = actions.ACTIONS.get(name)
-        if self.read_only_for(request):
-            return self.page(
-                "error.html", 403, request,
-                error="This console is read-only (--read-only, or a read-only token).",
-            )  # fmt: skip
+        pairs, refusal = await self._posted(request, "the run's page")
+        if refusal is not None:
+            return refusal
         if action is None:
             return self.page("error.html", 404, error=f"There is no action {name!r} here.")
-        form = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
-        if not self.secrets.csrf_ok(form.get("csrf")):
-            return self.page(
-                "error.html", 403,
-                error="Refused: the form's CSRF token is missing or wrong; reload the run's page.",
-            )  # fmt: skip
+        form = dict(pairs)
         context = {"action": action, "run_id": run_id, "form": form, "error": None}
         try:
             given = actions.values(action, form)
@@ -311,21 +304,31 @@ class Console:
         target = f"/run/{quote(run_id, safe='')}?done={self.flash(done)}"
         return RedirectResponse(target, status_code=303)
 
-    async def bulk(self, request: Request) -> Response:
-        """One action on the runs selected in the list: asked with the count, then a
-        result per run (``bulk``)."""
+    async def _posted(
+        self, request: Request, page: str
+    ) -> tuple[list[tuple[str, str]], Response | None]:
+        """An action's form, or why it is refused: a read-only session, or no CSRF token
+        of this console's pages (``page``: where to reload it)."""
         if self.read_only_for(request):
-            return self.page(
+            return [], self.page(
                 "error.html", 403, request,
                 error="This console is read-only (--read-only, or a read-only token).",
             )  # fmt: skip
         pairs = parse_qsl((await request.body()).decode(), keep_blank_values=True)
-        form = dict(pairs)
-        if not self.secrets.csrf_ok(form.get("csrf")):
-            return self.page(
+        if not self.secrets.csrf_ok(dict(pairs).get("csrf")):
+            return pairs, self.page(
                 "error.html", 403, request,
-                error="Refused: the form's CSRF token is missing or wrong; reload the runs list.",
+                error=f"Refused: the form's CSRF token is missing or wrong; reload {page}.",
             )  # fmt: skip
+        return pairs, None
+
+    async def bulk(self, request: Request) -> Response:
+        """One action on the runs selected in the list: asked with the count, then a
+        result per run (``bulk``)."""
+        pairs, refusal = await self._posted(request, "the runs list")
+        if refusal is not None:
+            return refusal
+        form = dict(pairs)
         try:
             action = bulk.action_for(form.get("action", ""))
         except KeyError as exc:
