@@ -17,6 +17,10 @@ paged. The console asks for no more than a page needs:
 - The run id prefix and "updated within" filters, and filters on columns a store does
   not filter on, are applied here, to what the store yields: a rare match may read many
   runs to fill a page.
+- A time range: ``until`` (a time, ``moment``) is the store's ``updated_before``,
+  ``since`` is applied here. ``error`` (text in the last error) reads each listed run's
+  head (``load_head``: never its state) unless it is completed -- a filter on status
+  ``failed`` keeps that to the failed runs.
 
 ``EXTRA`` lists the columns that appear only when some run on the page carries them
 (``version``: a run pinned to a version of its workflow's code; ``queue``: a run
