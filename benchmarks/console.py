@@ -11,6 +11,9 @@ the runs list is asked for over HTTP, as the browser asks, with the session cook
 - ``filtered``: ``GET /?status=failed&workflow=other`` (filters the store applies);
 - ``sorted``: ``GET /?sort=updated&dir=desc``: every run is read (its metadata, never
   its state) and sorted: what a sort costs at that size.
+- ``api``: ``GET /api/runs``, the first page as JSON (the median of 5), judged as the
+  page is; ``fleet``: ``GET /api/workers``, the fleet's snapshot (one listing of every
+  run, metadata only): reported.
 
 FileStore: N = 100,000 (``--quick``: 10,000). Its runs are written on tmpfs (/dev/shm:
 an fsync costs nothing there) by two processes, then the store's directory is copied to
@@ -111,7 +114,7 @@ def measure(kind: str, where: str, container: str = "") -> dict[str, Any]:
         cookie = f"{server.secrets.cookie}={server.secrets.session}"
         netloc = server.origin.removeprefix("http://")
 
-        def get(path: str) -> float:
+        def get(path: str, marker: bytes = b'data-run="') -> float:
             conn = http.client.HTTPConnection(netloc, timeout=600)
             t0 = time.perf_counter()
             conn.request("GET", path, headers={"Cookie": cookie})
@@ -119,7 +122,7 @@ def measure(kind: str, where: str, container: str = "") -> dict[str, Any]:
             body = answer.read()
             seconds = time.perf_counter() - t0
             conn.close()
-            if answer.status != 200 or b'data-run="' not in body:
+            if answer.status != 200 or marker not in body:
                 raise RuntimeError(f"GET {path}: {answer.status} {body[:300]!r}")
             return seconds
 
@@ -131,6 +134,8 @@ def measure(kind: str, where: str, container: str = "") -> dict[str, Any]:
             "next": get("/?page=1"),
             "filtered": get("/?status=failed&workflow=other"),
             "sorted": get("/?sort=updated&dir=desc"),
+            "api": statistics.median(get("/api/runs", b'"run_id"') for _ in range(5)),
+            "fleet": get("/api/workers", b'"workers"'),
         }
 
 
@@ -181,6 +186,16 @@ def report(
         f"{store}: next page / filtered / sorted ({n:,} runs)",
         f"{ms(got['next'])} / {ms(got['filtered'])} / {ms(got['sorted'])}",
         note="sorted: every run's metadata read once, then pages are free",
+    )
+    table.judge(
+        "9", f"{store}: JSON API's first page of {n:,} runs (/api/runs)", ms(got["api"]),
+        got["api"], 1.0, unit=" s", note="the same listing as the page, as JSON",
+    )  # fmt: skip
+    table.add(
+        "9",
+        f"{store}: the fleet snapshot ({n:,} runs: /api/workers)",
+        ms(got["fleet"]),
+        note="workers, queues and schedules: one listing of every run (metadata only)",
     )
 
 

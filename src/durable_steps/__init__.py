@@ -79,11 +79,13 @@ from .seam.errors import (
     TooManyAttemptsError,
 )
 from .seam.history import StepRecord
+from .seam.lease import owner_label
 from .seam.store import AsyncStore, Store
 from .stores.config import async_store_for, async_store_from_env, store_for, store_from_env
 from .stores.file.async_store import AsyncFileStore
 from .stores.file.store import FileStore
 from .stores.memory import AsyncMemoryStore, MemoryStore
+from .workers.overview import Fleet, QueueInfo, ScheduleInfo, WorkerInfo, fleet
 from .workers.recovery import Recovered, recover, recover_async
 from .workers.schedules import Schedule
 
@@ -178,6 +180,13 @@ __all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a te
     "recover_async",
     "Recovered",
     "Schedule",
+    # -- The fleet as an operator sees it (workers, queues, schedules)
+    "fleet",
+    "Fleet",
+    "WorkerInfo",
+    "QueueInfo",
+    "ScheduleInfo",
+    "owner_label",
     # -- Stores: the interface, the built-in ones, and opening one by name
     "Store",
     "AsyncStore",

@@ -272,6 +272,12 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "RunNotFoundError",
             "RunWaiting",
             "Schedule",  # schedules
+            "fleet",  # the fleet overview (console, runs workers)
+            "Fleet",
+            "WorkerInfo",
+            "QueueInfo",
+            "ScheduleInfo",
+            "owner_label",
             "SignalTimeoutError",
             "StateTooLargeError",
             "Step",

@@ -22,6 +22,8 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from ..seam.lease import owner_label
+
 options = {"debug": False}
 """Global flags of the command line, set by the group before a command runs."""
 
@@ -67,10 +69,7 @@ def size(n: int) -> str:
 
 def owner(name: str) -> str:
     """A default owner id (ds1:host:boot:pid:start:random) as host and pid; others as given."""
-    parts = name.split(":")
-    if len(parts) == 6 and parts[0] == "ds1":
-        return f"{parts[1]} pid {parts[3]}"
-    return name
+    return owner_label(name)
 
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")

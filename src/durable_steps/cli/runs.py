@@ -440,5 +440,8 @@ def _lease(cp: Checkpoint, now: float) -> str:
     if cp.owner is None or cp.lease_expires is None:
         return "- (no worker holds it)"
     if cp.lease_expires <= now:
-        return f"expired at {when(cp.lease_expires)} (was {cp.owner}): a worker may take it over"
-    return f"held by {cp.owner} until {when(cp.lease_expires)}"
+        return (
+            f"expired at {when(cp.lease_expires)} (was {owner(cp.owner)}): "
+            "a worker may take it over"
+        )
+    return f"held by {owner(cp.owner)} until {when(cp.lease_expires)}"

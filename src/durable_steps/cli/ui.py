@@ -52,7 +52,21 @@ def console_server() -> Any:
     help="The port to listen on (0: a free one, printed).",
 )
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action: look, do not touch.")
-def ui(host: str, port: int, read_only: bool) -> None:
+@click.option(
+    "--token",
+    envvar="DURABLE_UI_TOKEN",
+    help="The access token (default: a random one per start). Fix it for scripts, which "
+    "send 'Authorization: Bearer TOKEN' to /api/... [env: DURABLE_UI_TOKEN]",
+)
+@click.option(
+    "--read-only-token",
+    envvar="DURABLE_UI_READ_TOKEN",
+    help="A second token that reads everything and acts on nothing (each action "
+    "answers 403). [env: DURABLE_UI_READ_TOKEN]",
+)
+def ui(
+    host: str, port: int, read_only: bool, token: str | None, read_only_token: str | None
+) -> None:
     """Serve the operator's console for the configured store in the browser: the runs
     (filter, sort, page, refreshed live), each run's timeline as a picture (steps,
     calls, waits, retries, attempts), its state and recorded call results unfolded on
@@ -66,12 +80,16 @@ def ui(host: str, port: int, read_only: bool) -> None:
     \b
       durable-steps ui
       durable-steps ui --port 9000 --read-only
+      DURABLE_UI_TOKEN=s3cret durable-steps ui   # then: curl -H 'Authorization: Bearer s3cret' ...
       DURABLE_STORE=cosmos COSMOS_ENDPOINT=... durable-steps ui
     """
     server_class = console_server()
     with store_for("env", create=False) as store:
         store.codec = Shown(store.codec)  # a value it has no key for shows as encrypted
-        console = server_class(store, host=host, port=port, read_only=read_only)
+        console = server_class(
+            store, host=host, port=port, read_only=read_only, token=token or None,
+            read_token=read_only_token or None,
+        )  # fmt: skip
         _log_requests()
         click.echo(console.url)
         mode = "read-only; " if read_only else ""

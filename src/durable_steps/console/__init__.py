@@ -1,6 +1,7 @@
 """The operator's console in the browser: ``durable-steps ui`` (the ``[ui]`` extra).
 
-A local web application over any store the environment names: the runs list, each
+A local web application over any store the environment names: the runs list (filters,
+bulk actions), the fleet (workers, queues, schedules), each
 run's timeline as a picture, its state and recorded call results unfolded on demand,
 its history, published events, waiting messages and streams (followed live), and the
 actions (signal, send a message, cancel, resume, fork).
@@ -21,6 +22,9 @@ Modules, each with its design at its top:
     values     a state, call result or payload folded: a level and a page at a time
     actions    what an operator can do, one entry each
     sources    history, events, mailbox and streams, through the public calls
+    fleet      the workers, queues and schedules pages (over ``durable_steps.fleet``)
+    bulk       one action on many selected runs: asked with the count, a result per run
+    api        the JSON API behind the pages, for scripts (bearer tokens)
     server     the uvicorn server, its socket and its link with the access token
 """
 

@@ -177,6 +177,35 @@ def values(action: Action, form: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def values_of_json(action: Action, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The action's fields from a JSON object (the API): a JSON field takes any value,
+    a text field a string, a whole number an int; ``Refused`` naming a bad or unknown
+    field."""
+    names = {f.name for f in action.fields}
+    unknown = sorted(set(body) - names - {"run_ids"})
+    if unknown:
+        known = ", ".join(sorted(names)) or "none"
+        raise Refused(
+            f"{action.name} takes no field {', '.join(map(repr, unknown))}; its fields: {known}"
+        )
+    out: dict[str, Any] = {}
+    for f in action.fields:
+        value = body.get(f.name)
+        if f.required and value in (None, ""):
+            raise Refused(f"{f.name}: required")
+        if f.kind == "json":
+            out[f.name] = value
+        elif f.kind == "int":
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise Refused(f"{f.name}: {value!r} is not a whole number")
+            out[f.name] = value
+        else:
+            if value is not None and not isinstance(value, str):
+                raise Refused(f"{f.name}: {value!r} is not a string")
+            out[f.name] = (value or "").strip()
+    return out
+
+
 def question(action: Action, run_id: str, v: Mapping[str, Any]) -> str:
     shown = {k: (val if isinstance(val, str) else json.dumps(val)) for k, val in v.items()}
     return action.question.format(run=run_id, **shown)
@@ -186,5 +215,5 @@ def perform(action: Action, store: Store, run_id: str, v: dict[str, Any]) -> str
     """Make the call; what the library refuses is ``Refused`` with its message."""
     try:
         return action.call(store, run_id, v)
-    except DurableError as exc:
+    except (DurableError, ValueError, TypeError) as exc:  # a bad name or value: refused
         raise Refused(str(exc)) from exc

@@ -14,6 +14,9 @@ only refreshes fragments and unfolds values, so every page works without it.
     GET  /run/{id}/stream/{name}    a stream's entries after offset ``after`` (JSON), and
                                     whether it is done -- what is there, never waiting
     POST /run/{id}/act/{action}     an action: first the question, then (confirmed) the call
+    POST /bulk                      one action on the runs selected in the list (``bulk``)
+    GET  /workers, /queues, /schedules   the fleet (``fleet``)
+    /api/...                        the same as JSON, for scripts (``api``)
 
 Store calls block, so handlers run in Starlette's thread pool. A run's checkpoint is
 loaded once per etag (``Loaded``): a fold of its state reads the run's metadata, not
@@ -42,7 +45,7 @@ from starlette.staticfiles import StaticFiles
 
 from durable_steps import Checkpoint, DurableError, RunNotFoundError, StepRecord, Store
 
-from . import actions, sources, svg, timeline, values
+from . import actions, api, bulk, fleet, sources, svg, timeline, values
 from .listing import (
     COLUMNS,
     EXTRA,
@@ -126,6 +129,7 @@ class Console:
         self.listings = Listings(store)
         self.loaded = Loaded(store)
         self.after = sources.After(store)
+        self.fleet = fleet.FleetView(store)
         self.flashes: OrderedDict[str, str] = OrderedDict()
         self._ids = itertools.count(1)
         self.env = jinja2.Environment(
@@ -137,12 +141,21 @@ class Console:
         self.env.globals.update(
             STATUSES=STATUSES, COLUMNS=COLUMNS, EXTRA=EXTRA, SIZES=SIZES, status_of=status_of,
             csrf=secrets.csrf, read_only=read_only, store=repr(store), holding=holding,
-            LIVE_LIST=LIVE_LIST, LIVE_RUN=LIVE_RUN,
+            LIVE_LIST=LIVE_LIST, LIVE_RUN=LIVE_RUN, BULK=bulk.BULK, TITLES=bulk.TITLES,
         )  # fmt: skip
 
-    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    def page(
+        self, name: str, status: int = 200, request: Request | None = None, **context: Any
+    ) -> HTMLResponse:
+        if request is not None:  # a read-only token's session sees no action
+            context.setdefault("read_only", self.read_only_for(request))
         html = self.env.get_template(name).render(now=time.time(), **context)
         return HTMLResponse(html, status_code=status)
+
+    def read_only_for(self, request: Request) -> bool:
+        """Whether this request may only read: the console is read-only, or the request
+        signed in with the read-only token (``security``)."""
+        return self.read_only or bool(getattr(request.state, "read_only", False))
 
     def flash(self, text: str) -> str:
         key = str(next(self._ids))
@@ -165,7 +178,7 @@ class Console:
             filters = Filters.parse(params)
         except FilterError as exc:
             return self.page(
-                template, 400, filters=Filters(), error=str(exc), page=None, exact=None
+                template, 400, request, filters=Filters(), error=str(exc), page=None, exact=None
             )
         number = int(params["page"]) if params.get("page", "").isdigit() else 0
         # The first page is listed anew; a sorted one is sorted anew when it is loaded
@@ -178,8 +191,9 @@ class Console:
             now = self.listings.reread([r.run_id for r in page.rows])
             page.rows = [n if n is not None else r for r, n in zip(page.rows, now, strict=True)]
         return self.page(
-            template, filters=filters, page=page, error=None, exact=self._exact(filters)
-        )
+            template, 200, request, filters=filters, page=page, error=None,
+            exact=self._exact(filters),
+        )  # fmt: skip
 
     def _exact(self, filters: Filters) -> str | None:
         """The run whose id is the prefix typed, if there is one: a point read finds it
@@ -205,9 +219,10 @@ class Console:
             "mailbox": sources.panel("mailbox", bound(sources.mailbox, self.store, run_id)),
             "streams": sources.panel("streams", bound(sources.streams, self.store, run_id)),
         }
-        offered = [] if self.read_only else actions.offered(cp)
+        offered = [] if self.read_only_for(request) else actions.offered(cp)
         return self.page(
-            "run.html", **self._live(cp, panels["history"]), panels=panels, offered=offered,
+            "run.html", 200, request, **self._live(cp, panels["history"]), panels=panels,
+            offered=offered,
             done=done, state=values.node("state", cp.state, ()),
             signals=values.node("signals", dict(cp.signals), ()),
             events=values.node("events", dict(panels["events"].rows), ()),
@@ -269,16 +284,12 @@ class Console:
     async def act(self, request: Request) -> Response:
         run_id, name = request.path_params["run_id"], request.path_params["action"]
         action = actions.ACTIONS.get(name)
-        if self.read_only:
-            return self.page("error.html", 403, error="This console is read-only (--read-only).")
+        pairs, refusal = await self._posted(request, "the run's page")
+        if refusal is not None:
+            return refusal
         if action is None:
             return self.page("error.html", 404, error=f"There is no action {name!r} here.")
-        form = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
-        if not self.secrets.csrf_ok(form.get("csrf")):
-            return self.page(
-                "error.html", 403,
-                error="Refused: the form's CSRF token is missing or wrong; reload the run's page.",
-            )  # fmt: skip
+        form = dict(pairs)
         context = {"action": action, "run_id": run_id, "form": form, "error": None}
         try:
             given = actions.values(action, form)
@@ -293,7 +304,55 @@ class Console:
         target = f"/run/{quote(run_id, safe='')}?done={self.flash(done)}"
         return RedirectResponse(target, status_code=303)
 
+    async def _posted(
+        self, request: Request, page: str
+    ) -> tuple[list[tuple[str, str]], Response | None]:
+        """An action's form, or why it is refused: a read-only session, or no CSRF token
+        of this console's pages (``page``: where to reload it)."""
+        if self.read_only_for(request):
+            return [], self.page(
+                "error.html", 403, request,
+                error="This console is read-only (--read-only, or a read-only token).",
+            )  # fmt: skip
+        pairs = parse_qsl((await request.body()).decode(), keep_blank_values=True)
+        if not self.secrets.csrf_ok(dict(pairs).get("csrf")):
+            return pairs, self.page(
+                "error.html", 403, request,
+                error=f"Refused: the form's CSRF token is missing or wrong; reload {page}.",
+            )  # fmt: skip
+        return pairs, None
+
+    async def bulk(self, request: Request) -> Response:
+        """One action on the runs selected in the list: asked with the count, then a
+        result per run (``bulk``)."""
+        pairs, refusal = await self._posted(request, "the runs list")
+        if refusal is not None:
+            return refusal
+        form = dict(pairs)
+        try:
+            action = bulk.action_for(form.get("action", ""))
+        except KeyError as exc:
+            return self.page("error.html", 404, request, error=str(exc.args[0]))
+        context: dict[str, Any] = {"action": action, "form": form, "error": None, "results": None}
+        try:
+            context["run_ids"] = run_ids = bulk.selection(v for k, v in pairs if k == "run")
+            context["question"] = bulk.question(action, run_ids, form)
+            if form.get("confirmed") != "yes":
+                return self.page("bulk.html", 200, request, **context)
+            given = actions.values(action, form)
+        except actions.Refused as exc:
+            context.setdefault("run_ids", [])
+            context.setdefault("question", action.title)
+            context["error"] = str(exc)
+            return self.page("bulk.html", 400, request, **context)
+        context["results"] = await run_in_threadpool(
+            bulk.perform, action, self.store, run_ids, given
+        )
+        return self.page("bulk.html", 200, request, **context)
+
     def failed(self, request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return api.failed(request, exc)
         status = 404 if isinstance(exc, RunNotFoundError) else 500
         return self.page("error.html", status, error=str(exc))
 
@@ -311,7 +370,11 @@ def create_app(
         Route("/run/{run_id}/value", c.value),
         Route("/run/{run_id}/stream/{name}", c.stream),
         Route("/run/{run_id}/act/{action}", c.act, methods=["POST"]),
+        Route("/bulk", c.bulk, methods=["POST"]),
+        *fleet.routes(c),
+        *api.Api(c).routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={DurableError: c.failed})
+    handlers = {DurableError: c.failed, api.ApiError: api.failed}
+    app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, secrets, hosts)

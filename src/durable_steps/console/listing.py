@@ -17,6 +17,10 @@ paged. The console asks for no more than a page needs:
 - The run id prefix and "updated within" filters, and filters on columns a store does
   not filter on, are applied here, to what the store yields: a rare match may read many
   runs to fill a page.
+- A time range: ``until`` (a time, ``moment``) is the store's ``updated_before``,
+  ``since`` is applied here. ``error`` (text in the last error) reads each listed run's
+  head (``load_head``: never its state) unless it is completed -- a filter on status
+  ``failed`` keeps that to the failed runs.
 
 ``EXTRA`` lists the columns that appear only when some run on the page carries them
 (``version``: a run pinned to a version of its workflow's code; ``queue``: a run
@@ -32,10 +36,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from durable_steps import RunInfo, Store
+from durable_steps import RunInfo, Store, owner_label
 
 STATUSES = ("running", "waiting", "failed", "completed", "cancelled")
 SIZES = (25, 50, 100, 200)
@@ -81,6 +86,24 @@ def extra_value(info: RunInfo, name: str) -> str | None:
     return info.version if name == "version" else info.queue
 
 
+def moment(text: str, what: str) -> float:
+    """A point in time as typed: epoch seconds, or an ISO 8601 date or date and time
+    (UTC unless it names its offset: ``2026-12-06``, ``2026-12-06T07:30``)."""
+    value = text.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError:
+        raise FilterError(
+            f"{what}: {text!r} is not a time; give an ISO 8601 date or time in UTC "
+            "(2026-12-06 or 2026-12-06T07:30:00Z) or epoch seconds"
+        ) from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
 def age(text: str, what: str) -> float:
     match = _AGE.match(text.strip().lower())
     if not match:
@@ -100,6 +123,13 @@ class Filters:
     """Updated more than this long ago (an age: 7d): the store's ``updated_before``."""
     newer: str | None = None
     """Updated within this long (an age: 1h): applied here."""
+    since: str | None = None
+    """Updated at or after this time (``moment``): applied here."""
+    until: str | None = None
+    """Updated before this time (``moment``): the store's ``updated_before``."""
+    error: str | None = None
+    """Text in the run's last error (type and message, any case): applied here, with
+    one head read (never the state) per run listed that is not completed."""
     extra: tuple[tuple[str, str], ...] = ()
     sort: str | None = None
     desc: bool = False
@@ -117,6 +147,13 @@ class Filters:
         for name, what in (("older", "updated more than"), ("newer", "updated within")):
             if (value := text(name)) is not None:
                 age(value, what)
+        since, until = text("since"), text("until")
+        start = None if since is None else moment(since, "since")
+        end = None if until is None else moment(until, "until")
+        if start is not None and end is not None and start >= end:
+            raise FilterError(
+                f"the time range is empty: since {since!r} is not before until {until!r}"
+            )
         sort = text("sort")
         sortable = {c.key for c in COLUMNS if c.sort_key} | set(EXTRA)
         if sort is not None and sort not in sortable:
@@ -126,7 +163,8 @@ class Filters:
         size = int(params["size"]) if params.get("size", "").isdigit() else 50
         extra = tuple((n, v) for n in EXTRA if (v := text(n)) is not None)
         return cls(
-            status, text("workflow"), text("prefix"), text("older"), text("newer"), extra,
+            status, text("workflow"), text("prefix"), text("older"), text("newer"),
+            since, until, text("error"), extra,
             sort, params.get("dir") == "desc", size if size in SIZES else 50,
         )  # fmt: skip
 
@@ -134,7 +172,8 @@ class Filters:
         f = replace(self, **changes)
         out = {
             "status": f.status, "workflow": f.workflow, "prefix": f.prefix,
-            "older": f.older, "newer": f.newer, **dict(f.extra), "sort": f.sort,
+            "older": f.older, "newer": f.newer, "since": f.since, "until": f.until,
+            "error": f.error, **dict(f.extra), "sort": f.sort,
             "dir": "desc" if f.desc and f.sort else None,
             "size": str(f.size) if f.size != 50 else None,
         }  # fmt: skip
@@ -150,7 +189,8 @@ class Filters:
 
     @property
     def any(self) -> bool:
-        return any((self.status, self.workflow, self.prefix, self.older, self.newer, self.extra))
+        ages = (self.older, self.newer, self.since, self.until)
+        return any((self.status, self.workflow, self.prefix, *ages, self.error, self.extra))
 
 
 @dataclass
@@ -271,15 +311,22 @@ class Listings:
         """The store's listing with the filters it takes, and the others applied here."""
         now = time.time()
         kwargs: dict[str, Any] = {"status": f.status, "workflow": f.workflow}
-        if f.older is not None:
-            kwargs["updated_before"] = now - age(f.older, "updated more than")
+        bounds = [now - age(f.older, "updated more than")] if f.older is not None else []
+        if f.until is not None:
+            bounds.append(moment(f.until, "until"))
+        if bounds:
+            kwargs["updated_before"] = min(bounds)
         here = []
         for name, value in f.extra:
             if name in STORE_FILTERS:
                 kwargs[name] = value
             else:
                 here.append((name, value))
-        since = now - age(f.newer, "updated within") if f.newer is not None else None
+        starts = [now - age(f.newer, "updated within")] if f.newer is not None else []
+        if f.since is not None:
+            starts.append(moment(f.since, "since"))
+        since = max(starts) if starts else None
+        needle = f.error.lower() if f.error is not None else None
         for info in self.store.list_runs(**kwargs):
             read[0] += 1
             if f.prefix is not None and not info.run_id.startswith(f.prefix):
@@ -288,7 +335,18 @@ class Listings:
                 continue
             if any(str(extra_value(info, n)) != v for n, v in here):
                 continue
+            if needle is not None and needle not in self._error_text(info):
+                continue
             yield info
+
+    def _error_text(self, info: RunInfo) -> str:
+        """The run's last error as the error filter reads it (lower case; "" for none)."""
+        if info.status == "completed":
+            return ""
+        cp = self.store.load_head(info.run_id)
+        if cp is None or cp.error is None:
+            return ""
+        return f"{cp.error['type']}: {cp.error['message']}".lower()
 
     def reread(self, run_ids: list[str]) -> list[RunInfo | None]:
         """The runs of a page as they are now (None: deleted since), for a live refresh
@@ -313,7 +371,4 @@ def holding(info: RunInfo, now: float) -> tuple[str, float | None]:
 
 def owner(name: str) -> str:
     """A default owner id (ds1:host:boot:pid:start:random) as host and pid."""
-    parts = name.split(":")
-    if len(parts) == 6 and parts[0] == "ds1":
-        return f"{parts[1]} pid {parts[3]}"
-    return name
+    return owner_label(name)

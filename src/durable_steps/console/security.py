@@ -17,6 +17,14 @@ The console can cancel runs and read what models answered, so it is safe by defa
   with ``csrf_ok``).
 - Every answer says not to cache it, not to be framed, not to sniff types, and to send
   no referrer elsewhere; scripts and styles load only from the console itself (CSP).
+- Scripts (the JSON API, ``api``) send ``Authorization: Bearer TOKEN`` instead: no
+  cookie, no redirect, and no Origin needed for a POST (a browser never adds that
+  header by itself to a request another site makes, so it needs no CSRF token). The
+  token can be fixed (``--token``, ``DURABLE_UI_TOKEN``) so that scripts keep it
+  across restarts.
+- A second, read-only token (``--read-only-token``, ``DURABLE_UI_READ_TOKEN``) signs
+  in the same ways but into a read-only session: every page and read, no action (each
+  answers 403). The guard says which in ``scope["state"]["read_only"]``.
 - Each request is logged (``durable_steps.console``) as method, path and status: never
   a query string (the token), a cookie or a form.
 """
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -55,14 +64,40 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 class Secrets:
     """The access token and what is derived from it."""
 
-    def __init__(self, token: str, port: int) -> None:
-        self.token = token
+    def __init__(self, token: str, port: int, read_token: str | None = None) -> None:
+        if read_token is not None and hmac.compare_digest(read_token.encode(), token.encode()):
+            raise ValueError("the read-only token must differ from the access token")
+        self.token, self.read_token = token, read_token
         self.cookie = f"durable_console_{port}"
-        self.session = self._derive(b"session")
-        self.csrf = self._derive(b"csrf")
+        self.session = self._derive(token, b"session")
+        self.read_session = None if read_token is None else self._derive(read_token, b"read")
+        self.csrf = self._derive(token, b"csrf")
 
-    def _derive(self, what: bytes) -> str:
-        return hmac.new(self.token.encode(), what, hashlib.sha256).hexdigest()
+    @staticmethod
+    def _derive(key: str, what: bytes) -> str:
+        return hmac.new(key.encode(), what, hashlib.sha256).hexdigest()
+
+    def who(self, token: str | None) -> bool | None:
+        """What a token gives: False a full session, True a read-only one, None nothing."""
+        if token is None:
+            return None
+        if hmac.compare_digest(token.encode(), self.token.encode()):
+            return False
+        if self.read_token is not None and hmac.compare_digest(
+            token.encode(), self.read_token.encode()
+        ):
+            return True
+        return None
+
+    def session_of(self, cookie: str) -> bool | None:
+        """What a session cookie's value gives (as ``who``)."""
+        if hmac.compare_digest(cookie.encode(), self.session.encode()):
+            return False
+        if self.read_session is not None and hmac.compare_digest(
+            cookie.encode(), self.read_session.encode()
+        ):
+            return True
+        return None
 
     def csrf_ok(self, value: str | None) -> bool:
         return value is not None and hmac.compare_digest(value.encode(), self.csrf.encode())
@@ -98,6 +133,9 @@ class Guard:
 
         try:
             refusal = self._refusal(scope)
+            api = str(scope.get("path", "")).startswith("/api/")
+            if refusal is not None and api and refusal[0] >= 400:  # scripts read JSON
+                refusal = (refusal[0], refusal[1], [(b"content-type", b"application/json")])
             if refusal is None:
                 await self.app(scope, receive, guarded)
             else:
@@ -114,24 +152,37 @@ class Guard:
     def _refusal(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
         """Why the request is refused, or None when it may go on (see the top)."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        state = scope.setdefault("state", {})
+        auth = headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            why = self._foreign(headers, "GET")  # the host and any Origin still count
+            given = self.secrets.who(auth[7:].strip())
+            if why is None and given is None:
+                why = "Refused: the bearer token is not this console's token."
+            state["read_only"], state["bearer"] = given, True
+            return None if why is None else (403 if given is not None else 401, why, [])
         why = self._foreign(headers, scope["method"])
         if why is not None:
             return 403, why, []
         cookies = SimpleCookie()
         cookies.load(headers.get("cookie", ""))
         held = cookies.get(self.secrets.cookie)
-        if held is not None and hmac.compare_digest(
-            held.value.encode(), self.secrets.session.encode()
-        ):
+        if held is not None and (session := self.secrets.session_of(held.value)) is not None:
+            state["read_only"], state["bearer"] = session, False
             return None
+        return self._sign_in(scope)
+
+    def _sign_in(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]]:
+        """The console's link (``?token=``): a session cookie and a redirect without it."""
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        token = next((v for k, v in query if k == "token"), None)
-        if token is None or not hmac.compare_digest(token.encode(), self.secrets.token.encode()):
+        given = self.secrets.who(next((v for k, v in query if k == "token"), None))
+        if given is None:
             return (
                 401,
                 (
                     "This console needs its access token: open the link that 'durable-steps ui' "
-                    "printed when it started (it ends in ?token=...)."
+                    "printed when it started (it ends in ?token=...); a script sends the header "
+                    "'Authorization: Bearer TOKEN'."
                 ),
                 [],
             )
@@ -139,7 +190,8 @@ class Guard:
             return 403, "Refused: open the console's link first.", []
         rest = urlencode([(k, v) for k, v in query if k != "token"])
         location = scope.get("path", "/") + (f"?{rest}" if rest else "")
-        cookie = f"{self.secrets.cookie}={self.secrets.session}; HttpOnly; SameSite=Strict; Path=/"
+        value = self.secrets.read_session if given else self.secrets.session
+        cookie = f"{self.secrets.cookie}={value}; HttpOnly; SameSite=Strict; Path=/"
         return (
             303,
             "Signed in.",
@@ -173,16 +225,19 @@ def _origin_of(url: str) -> str:
 
 
 async def _answer(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]]) -> None:
-    body = (
-        "<!doctype html><meta charset=utf-8><title>durable-steps console</title>"
-        f"<p>{text.replace('&', '&amp;').replace('<', '&lt;')}</p>"
-    ).encode()
+    if (b"content-type", b"application/json") in headers:
+        body = json.dumps({"error": text, "status": status}).encode()
+    else:
+        headers = [(b"content-type", b"text/html; charset=utf-8"), *headers]
+        body = (
+            "<!doctype html><meta charset=utf-8><title>durable-steps console</title>"
+            f"<p>{text.replace('&', '&amp;').replace('<', '&lt;')}</p>"
+        ).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/html; charset=utf-8"),
                 (b"content-length", str(len(body)).encode()),
                 *headers,
             ],

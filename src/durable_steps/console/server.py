@@ -2,10 +2,11 @@
 
 The socket is bound first, so that the port is known (``--port 0`` picks a free one, as
 the tests do) and a port in use fails at once with a clear error, before anything is
-printed. The access token is made here (``secrets.token_urlsafe``) unless one is given;
-``url`` is the link that carries it. ``run`` serves in the foreground until Ctrl-C or
-SIGTERM (the command line); ``start`` serves in a thread until ``stop`` (tests, the
-screenshots script).
+printed. The access token is made here (``secrets.token_urlsafe``) unless one is given
+(``token``: ``--token``, ``DURABLE_UI_TOKEN``); ``read_token`` is a second token that
+signs in read-only (``security``). ``url`` is the link that carries the access token.
+``run`` serves in the foreground until Ctrl-C or SIGTERM (the command line); ``start``
+serves in a thread until ``stop`` (tests, the screenshots script).
 
 uvicorn's own access log is off: it would print each request's query string, which
 carries the token on the first. The guard logs requests without it (``security``).
@@ -38,11 +39,16 @@ class ConsoleServer:
         port: int = 8233,
         read_only: bool = False,
         token: str | None = None,
+        read_token: str | None = None,
     ) -> None:
         self.host = host
         self.sock = _bind(host, port)
         self.port: int = self.sock.getsockname()[1]
-        self.secrets = Secrets(token or random.token_urlsafe(32), self.port)
+        try:
+            self.secrets = Secrets(token or random.token_urlsafe(32), self.port, read_token)
+        except ValueError as exc:
+            self.sock.close()
+            raise ConfigurationError(str(exc), variable="--read-only-token") from None
         app = create_app(
             store, self.secrets, read_only=read_only, hosts=allowed_hosts(host, self.port)
         )

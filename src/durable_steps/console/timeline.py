@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from durable_steps import Checkpoint, StepRecord
+from durable_steps import Checkpoint, StepRecord, owner_label
 
 STEP, CALL, RETRY, SLEEP, WAIT, ERROR, ATTEMPT, SAVED = (
     "step", "call", "retry", "sleep", "wait", "error", "attempt", "saved"
@@ -209,7 +209,7 @@ def _current_end(cp: Checkpoint, failed_at: float | None, now: float | None) -> 
 def _how_ended(cp: Checkpoint, k: int, failed: int | None) -> str:
     if k == cp.attempt:
         return _NOW.get(str(cp.status), "") or (
-            f"running: held by {cp.owner}"
+            f"running: held by {owner_label(cp.owner)}"
             if cp.owner is not None
             else "stopped without a record (a crash or a lost lease): runs again as the next "
             "attempt"

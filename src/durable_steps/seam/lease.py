@@ -145,3 +145,20 @@ def _psutil() -> Any:
     except ImportError:
         return None
     return psutil
+
+
+def owner_process(owner: str) -> tuple[str, str, int, str] | None:
+    """The process a default owner id names -- ``(host, boot, pid, start)`` -- so that
+    the leases of one worker process group together whatever their random parts; None
+    for an owner id given explicitly (``--owner``)."""
+    parts = owner.split(":")
+    if len(parts) != 6 or parts[0] != OWNER_PREFIX or not parts[3].isdigit():
+        return None
+    return parts[1], parts[2], int(parts[3]), parts[4]
+
+
+def owner_label(owner: str) -> str:
+    """An owner id as people read it: ``host pid N`` for a default one (its boot id,
+    process start and random part tell machines apart, not people); others as given."""
+    process = owner_process(owner)
+    return owner if process is None else f"{process[0]} pid {process[2]}"

@@ -170,6 +170,13 @@ class Store(ABC):
         does not (its workers poll); the default."""
         return False
 
+    def processes(self) -> list[str] | None:
+        """The owner-id prefixes (``ds1:host:boot:pid:start``) of the processes that
+        registered with this store as lease holders, live or not yet swept -- so that
+        an operator sees idle workers too; None: this backend keeps no such registry
+        (the default), and workers are known only by the leases they hold."""
+        return None
+
     # -- history and retention -------------------------------------------------------
 
     def run_history(self, run_id: str) -> list[StepRecord] | None:

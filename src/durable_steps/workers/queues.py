@@ -6,7 +6,8 @@ the store, so the limits live there, in one small **record per queue** (and per
 partition key): a checkpoint of its own, under the reserved run id
 ``durable-queue~NAME`` (``durable-queue~NAME~PARTITION``), whose state is
 
-    {"slots": {run_id: [taken_at, etag, admitter]}, "starts": [taken_at, ...]}
+    {"slots": {run_id: [taken_at, etag, admitter]}, "starts": [taken_at, ...],
+     "concurrency": N, "rate": [n, per]}   (the limits: for operators, never read back)
 
 and which is only ever changed by a conditional save on the version read (the same
 compare-and-swap the stores give every run, through the typed store interface: it works
@@ -78,6 +79,13 @@ def record_id(queue: str, partition: str | None) -> str:
     return RECORD_PREFIX + queue + ("" if partition is None else "~" + partition)
 
 
+def limits(queue: Queue) -> dict[str, Any]:
+    """The queue's limits as its record keeps them, so that an operator reading the
+    store (the console's queues page) sees them without the workflow's code."""
+    rate = None if queue.rate is None else list(queue.rate)
+    return {"concurrency": queue.concurrency, "rate": rate}
+
+
 def holds(info: RunInfo | None, slot: list[Any], now: float, grace: float) -> bool:
     """Whether the run of ``info`` still holds the ``slot`` ([taken_at, etag, admitter])
     it took: running, and leased live, or untouched since it was admitted ``grace`` ago
@@ -120,7 +128,7 @@ def admit(queue: Queue, info: RunInfo, *, grace: float) -> Generator[Request, An
         saved = Checkpoint(
             run_id=rid,
             step=-1,
-            state=frozen_state({"slots": slots, "starts": starts}, rid),
+            state=frozen_state({"slots": slots, "starts": starts, **limits(queue)}, rid),
             etag=None if record is None else record.etag,
             status="waiting",
             signals=freeze({}, "", rid, 0, "signal payload"),

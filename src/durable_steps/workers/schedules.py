@@ -126,11 +126,7 @@ class Schedule:
 
     def run_id(self, tick: float) -> str:
         """The run of one tick: the schedule's name and the tick's UTC time."""
-        when = datetime.fromtimestamp(tick, UTC)
-        text = when.strftime("%Y-%m-%dT%H:%M:%S")
-        if when.microsecond:
-            text += f".{when.microsecond:06d}"
-        return f"{self.name}@{text}Z"
+        return tick_run_id(self.name, tick)
 
     def ticks(self, last: float, now: float) -> tuple[list[float], float | None]:
         """The ticks after ``last`` up to ``now``: those within ``grace`` (oldest first),
@@ -140,6 +136,16 @@ class Schedule:
         while (t := float(back.get_prev(float))) > last and t > now - self.grace:
             recent.append(t)
         return recent[::-1], (t if t > last else None)
+
+
+def tick_run_id(name: str, tick: float) -> str:
+    """The run id of schedule ``name``'s tick at ``tick``: the name and the tick's UTC
+    time (also how the fleet overview finds a schedule's last run)."""
+    when = datetime.fromtimestamp(tick, UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    if when.microsecond:
+        text += f".{when.microsecond:06d}"
+    return f"{name}@{text}Z"
 
 
 def due(schedule: Schedule, now: float) -> Generator[Request, Any, list[str]]:

@@ -13,7 +13,8 @@ const live = () => {
 function refresh(el) {
   const every = Number(el.dataset.every || 5) * 1000;
   const tick = async () => {
-    if (!document.hidden && live()) {
+    // A list where the operator ticked runs is left as it is: a refresh would untick them.
+    if (!document.hidden && live() && !el.querySelector("input[name=run]:checked")) {
       let url = el.dataset.refresh;
       const shown = el.querySelector("[data-etag]");
       if (shown) url += (url.includes("?") ? "&" : "?") + "etag=" + encodeURIComponent(shown.dataset.etag);
@@ -108,6 +109,13 @@ document.addEventListener("click", (event) => {
   if (link) {
     event.preventDefault();
     unfold(link);
+  }
+});
+
+// "Select every run on this page" ticks (or unticks) each run's box in the list.
+document.addEventListener("change", (event) => {
+  if (event.target.id === "select-page") {
+    document.querySelectorAll("input[name=run]").forEach((box) => { box.checked = event.target.checked; });
   }
 });
 

@@ -329,6 +329,11 @@ class FileStore(Store):
             self._procs.register(port)
         return True
 
+    def processes(self) -> list[str] | None:
+        """``Store.processes``: the processes registered in ``procs/`` (``wake``)."""
+        with self._io("list the processes of", None, self._procs.root, ""):
+            return self._procs.owners()
+
     def run_info(self, run_id: str) -> RunInfo | None:
         """One run as ``list_runs`` lists it (its last record's fields, never its state);
         None when it has no checkpoint. An unreadable one: ``CorruptCheckpointError``."""

@@ -115,6 +115,14 @@ class Procs:
                         ports.append(int(text))
         return ports
 
+    def owners(self) -> list[str]:
+        """Each registered process as the owner-id prefix its leases carry
+        (``ds1:host:boot:pid:start``)."""
+        with contextlib.suppress(FileNotFoundError):
+            names = [e.name for e in os.scandir(self.root) if not e.name.startswith(".")]
+            return sorted(":".join([OWNER_PREFIX, *n.split(_SEP)]) for n in names)
+        return []
+
     def sweep(self, mark: Callable[[], int]) -> int:
         """Each registered process that is gone: its file taken away (by one sweeper),
         then ``mark`` (note its runs due now; how many); the runs marked."""
