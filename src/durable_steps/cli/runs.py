@@ -297,8 +297,9 @@ def runs_show(
     run_id: str, state: bool, keys: tuple[str, ...], with_results: bool, as_json: bool
 ) -> None:
     """Show one run: status, workflow, lease, attempt, completed steps, the signal or
-    time it waits for, the running step's recorded calls (index, name, size, when;
-    their results only with --calls), the signals delivered, the last error, and its
+    time it waits for, the running step's recorded calls (in the order they were
+    made: name, size, when, the task that made it; keys in --json; their results only
+    with --calls), the signals delivered, the last error, and its
     state (--no-state: only its keys and their sizes; --key KEY: only that key).
 
     A recorded call's result is what a model or a tool answered: --calls prints it, for
@@ -423,10 +424,9 @@ def _show_calls(cp: Checkpoint, with_results: bool) -> None:
     say((f"recorded calls of step {cp.step + 1}, in the order they were made", "bold"))
     tasks: dict[str, int] = {}
     for n, c in enumerate(_in_time_order(calls_of(cp, results=with_results))):
-        where = ""
+        where = ""  # a call's key (an integration's: "1/tool/3ba8.../1") is in --json
         if "task" in c:  # a task's scope ("0.9.1.2": nested tasks) as the task's number
             where = f"  (in task {tasks.setdefault(c['task'], len(tasks) + 1)})"
-        where += f"  (key {c['key']!r})" if "key" in c else ""
         if "size" in c:
             say(f"  {n:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}{where}")
         elif c["kind"] == "call":
