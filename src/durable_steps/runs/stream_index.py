@@ -70,7 +70,7 @@ def names(run_id: str) -> Generator[Request, Any, list[str]]:
 
 def unknown(run_id: str, name: str, streams: list[str], why: str) -> StreamNotFoundError:
     """The error of a read of a stream the run does not have: it names the streams it has."""
-    has = ", ".join(repr(n) for n in streams) if streams else "none yet"
+    has = ", ".join(repr(n) for n in streams) if streams else "none"
     return StreamNotFoundError(
         f"run {run_id!r} has no stream {name!r} (its streams: {has}); {why}",
         run_id=run_id,
