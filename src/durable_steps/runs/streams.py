@@ -19,6 +19,10 @@ that writes, passes ``wait=True``: it then follows the stream from its first chu
 ends without writing it. Names are checked once per reader, when a round finds
 nothing and the stream was not seen yet (an index read: the run's few names).
 
+One implementation for sync and async: a round of reading is a program
+(``_Reader.poll``, yielding ``runner.requests``), run by ``read_stream`` on a sync
+store and by ``read_stream_async`` on an async one, as the runner's drivers run steps.
+
 Reading polls the store: ``read_items`` after the last offset (file: the log's new
 records only; Cosmos DB: one single-partition query); when nothing is new, the
 run's metadata (``run_info``: never its state) tells whether it ended. The pause
