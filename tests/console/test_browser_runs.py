@@ -1,8 +1,8 @@
 """The console in a real browser (Playwright driving Debian's Chromium, one per module)
 over real runs on the FileStore and cosmos-local: a streaming run whose process was
 SIGKILLed mid-answer, followed live while another process resumes it; a run that
-failed, resumed from the page and completed. Every wait is Playwright's: for a
-condition on the page, with a bound."""
+failed, resumed from the page and completed; a run forked from the page. Every wait
+is Playwright's: for a condition on the page, with a bound."""
 
 from __future__ import annotations
 
@@ -83,3 +83,24 @@ def test_a_failed_run_resumed_from_the_page_runs_again_and_completes(site: Site,
     expect(page.locator("#status")).to_have_text("completed")
     expect(page.locator("form[data-action=resume]")).to_have_count(0)
     expect(page.locator("table.history tr[data-step]")).to_have_count(2)
+
+
+def test_a_run_forked_from_the_page_starts_from_the_kept_state(site: Site, page: Any) -> None:
+    """Fork, confirmed, makes a new run from the state after the given step with the
+    update merged in; the new run's page shows it, and running it completes from there."""
+    run_id = f"billing-{uuid.uuid4().hex[:8]}"
+    FAILING["on"] = False
+    BILLING.run(run_id, site.store)
+    page.goto(site.url(f"/run/{run_id}"))
+    form = page.locator("form[data-action=fork]")
+    form.locator("input[name=new_run_id]").fill(f"{run_id}-again")
+    form.locator("input[name=at_step]").fill("0")
+    form.locator("textarea[name=update]").fill('{"amount": 7}')
+    form.locator("button").click()
+    expect(page.locator(".question")).to_contain_text(f"Start run {run_id}-again")
+    assert site.store.load(f"{run_id}-again") is None  # nothing happened before the yes
+    page.click("#confirm")
+    expect(page.locator("p.done")).to_contain_text(f"as run {run_id}-again")
+    page.goto(site.url(f"/run/{run_id}-again"))
+    expect(page.locator(".state li[data-key=amount]")).to_contain_text("7")
+    assert BILLING.run(f"{run_id}-again", site.store) == {"amount": 7, "charged": True}
