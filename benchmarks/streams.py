@@ -118,7 +118,9 @@ def latency(
     lags: list[float] = []
 
     def follow() -> None:
-        for _, chunk in ds.read_stream(store, run_id, "out", interval=0.005, max_interval=0.02):
+        for _, chunk in ds.read_stream(
+            store, run_id, "out", wait=True, interval=0.005, max_interval=0.02
+        ):
             lags.append(time.time() - chunk["at"])
 
     reader = threading.Thread(target=follow)

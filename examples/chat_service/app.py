@@ -59,7 +59,8 @@ def offset_after(request: Request) -> int | None:
 async def events(
     store: AsyncStore, run_id: str, after: int | None
 ) -> AsyncIterator[ServerSentEvent]:
-    async for offset, chunk in read_stream_async(store, run_id, STREAM, after=after):
+    # wait: the page connects as the chat starts, before the worker's step writes its stream
+    async for offset, chunk in read_stream_async(store, run_id, STREAM, after=after, wait=True):
         if isinstance(chunk, StreamReset):
             yield ServerSentEvent(json.dumps({"since": chunk.since}), event="reset", id=str(offset))
         else:
@@ -82,7 +83,10 @@ async def page(request: Request) -> FileResponse:
 
 
 async def start_chat(request: Request) -> JSONResponse:
-    body: Any = await request.json()
+    try:
+        body: Any = await request.json()
+    except ValueError:  # not JSON (or not UTF-8): the client's mistake, said as such
+        body = None
     question = body.get("question") if isinstance(body, dict) else None
     if not isinstance(question, str) or not question.strip():
         return JSONResponse({"error": 'send {"question": "..."}'}, status_code=400)

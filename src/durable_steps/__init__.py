@@ -76,6 +76,7 @@ from .seam.errors import (
     StepMismatchError,
     StepNotKeptError,
     StoreError,
+    StreamNotFoundError,
     TooManyAttemptsError,
 )
 from .seam.history import StepRecord
@@ -223,6 +224,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a te
     "LeaseLostError",
     "RunLeasedError",
     "RunNotFoundError",
+    "StreamNotFoundError",
     "RunCancelledError",
     "RunFailedError",
     "TooManyAttemptsError",

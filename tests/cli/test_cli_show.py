@@ -3,6 +3,7 @@ recorded calls' results (--calls): a real process on the file store and cosmos-l
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -80,3 +81,47 @@ def test_calls_prints_what_each_recorded_call_returned(cli: Cli, run_id: str) ->
     plain = cli.json("runs", "show", run_id)
     assert ANSWER not in json.dumps(plain)
     assert ANSWER not in cli("runs", "show", run_id).stdout
+
+
+async def _parallel(state: Any) -> None:
+    """Calls made as an agent framework makes them: the model in the step's task, tools
+    in nested tasks (scopes like ``0.1``), finishing in another order than the journal's."""
+
+    async def tool(name: str, pause: float) -> None:
+        await asyncio.sleep(pause)
+        await ds.call_async(name, lambda: name)
+
+    async def turn() -> None:
+        await asyncio.gather(tool("slow_tool", 0.3), tool("fast_tool", 0.0))
+
+    await ds.call_async("model", lambda: "use two tools")
+    await asyncio.gather(turn())
+    await ds.call_async("model", lambda: "done")
+    raise RuntimeError("the run stops here, its calls kept")
+
+
+def test_calls_of_parallel_tasks_show_in_time_order_with_readable_labels(
+    cli: Cli, run_id: str
+) -> None:
+    """Calls made by nested tasks are listed by when they were made, each in its task
+    by a small number -- not by task scopes like '0.0/0'."""
+
+    async def run() -> None:
+        async with ds.async_store_from_env(cli.env) as store:
+            await ds.run_async(run_id, [ds.Step("agent", _parallel)], store)
+
+    with pytest.raises(RuntimeError, match="its calls kept"):
+        asyncio.run(run())
+    shown = cli("runs", "show", run_id, "--no-state")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "recorded calls of step" in ln), None)
+    assert start is not None, shown.stdout
+    calls = [line.split() for line in lines[start + 1 : start + 5]]
+    assert [(c[0], c[1]) for c in calls] == [
+        ("0", "model"),
+        ("1", "fast_tool"),
+        ("2", "slow_tool"),
+        ("3", "model"),
+    ], shown.stdout
+    assert "(in task 1)" in lines[start + 2] and "(in task 2)" in lines[start + 3]

@@ -34,7 +34,9 @@ def streamed_run(cli: Cli, run_id: str) -> None:
 def test_stream_prints_chunks_and_resumes_after_an_offset(cli: Cli, run_id: str) -> None:
     """`runs stream` prints offset and chunk per line; --json one object per line;
     --after N the rest; --follow stops at the run's end; an unknown run is one line;
-    `runs streams` lists the run's streams with their lengths."""
+    `runs streams` lists the run's streams with their lengths; a stream name the run
+    does not have is one line naming the streams it has, exit 1, with or without
+    --follow."""
     streamed_run(cli, run_id)
     done = cli("runs", "stream", run_id, "answer")
     assert done.returncode == 0, done.stderr
@@ -48,6 +50,11 @@ def test_stream_prints_chunks_and_resumes_after_an_offset(cli: Cli, run_id: str)
     assert missing.returncode == 1 and "has no checkpoint" in missing.stderr
     listed = cli("runs", "streams", run_id)
     assert listed.stdout.splitlines() == ["answer\t3 entries\topen"], listed.stderr
+    for flags in ([], ["--follow"], ["--follow", "--wait"]):  # the run ended: never written
+        typo = cli("runs", "stream", run_id, "answr", *flags)
+        assert (typo.returncode, typo.stdout) == (1, ""), (flags, typo.stdout)
+        said = f"error: run {run_id!r} has no stream 'answr' (its streams: 'answer')"
+        assert typo.stderr.startswith(said), typo.stderr
 
 
 def test_events_and_show_list_the_published_events(cli: Cli, run_id: str) -> None:

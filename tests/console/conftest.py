@@ -38,6 +38,7 @@ def _chromium() -> str:
 
 CHROMIUM = _chromium()
 CHILD = str(Path(__file__).with_name("agent_child.py"))
+STREAM_CHILD = str(Path(__file__).with_name("stream_child.py"))
 
 
 @dataclass
@@ -90,10 +91,11 @@ class Site:
             conn.close()
         return answer
 
-    def kill_mid_call(self, run_id: str, hang_at: int) -> None:
-        """Run the support agent in a child process, SIGKILLed while call ``hang_at`` runs."""
+    def kill_mid_call(self, run_id: str, hang_at: int, child: str = CHILD) -> None:
+        """Run the support agent (or ``child``) in a child process, SIGKILLed while call
+        ``hang_at`` runs (the streaming agent: after ``hang_at`` tokens)."""
         proc = subprocess.Popen(
-            [sys.executable, CHILD, run_id],
+            [sys.executable, child, run_id],
             env={**os.environ, **self.env, "HANG_AT": str(hang_at)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -105,10 +107,10 @@ class Site:
         _, err = proc.communicate(timeout=60)
         assert line == "ready\n", err
 
-    def resume(self, run_id: str) -> str:
-        """Run the support agent again in a child process: it resumes and waits."""
+    def resume(self, run_id: str, child: str = CHILD) -> str:
+        """Run the support agent (or ``child``) again in a child process: it resumes."""
         done = subprocess.run(
-            [sys.executable, CHILD, run_id],
+            [sys.executable, child, run_id],
             env={**os.environ, **self.env},
             capture_output=True,
             text=True,

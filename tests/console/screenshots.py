@@ -7,7 +7,8 @@ and a research agent that streamed its answer (one call interrupted and retried)
 events and now waits for the user's next message, which was sent -- then a console
 serves it and Chromium photographs the runs list, the support agent's page and the
 research agent's panels (history with a step's state unfolded, events, mailbox,
-streams).
+streams), the streams of a run whose process was SIGKILLed mid-answer and resumed by
+another (``stream_child``), and a failed run's page with Resume offered.
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ from playwright.sync_api import sync_playwright
 import durable_steps as ds
 from durable_steps.console import ConsoleServer
 
-from .conftest import CHROMIUM, Site
+from .conftest import CHROMIUM, STREAM_CHILD, Site
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "images"
+SHOTS = (
+    "console-runs.png",
+    "console-run.png",
+    "console-panels.png",
+    "console-stream-killed.png",
+    "console-failed.png",
+)
 
 
 def _approve(state: Any) -> dict[str, Any]:
@@ -112,6 +120,33 @@ def seed(site: Site) -> str:
     return run_id
 
 
+def _charge(state: Any) -> dict[str, Any]:
+    raise ValueError("card declined: insufficient funds")
+
+
+def seed_more(site: Site) -> tuple[str, str]:
+    """A streaming run whose process was SIGKILLed after three tokens and resumed by
+    another process (a reset marker in its stream), and a run failed by a ValueError
+    (Resume offered)."""
+    writer = "writer-5150"
+    site.env["TOKEN_SECONDS"] = "0.05"
+    site.kill_mid_call(writer, hang_at=3, child=STREAM_CHILD)
+    site.resume(writer, child=STREAM_CHILD)
+    billing = "billing-2024"
+    steps = [ds.Step("price", lambda s: {"amount": 42}), ds.Step("charge", _charge)]
+    with contextlib.suppress(ValueError):
+        ds.Workflow("billing", steps).run(billing, site.store)
+    return writer, billing
+
+
+def _section(page: Any, selector: str, name: str) -> None:
+    """A screenshot of the page's part ``selector``, with a margin."""
+    box = page.locator(selector).bounding_box()
+    assert box is not None, selector
+    clip = {"x": 0, "y": max(box["y"] - 8, 0), "width": 1200, "height": box["height"] + 16}
+    page.screenshot(path=str(OUT / name), full_page=True, clip=clip)
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,6 +156,7 @@ def main() -> None:
             site = Site(server, store, env, "file")
             run_id = seed(site)
             research = seed_research(store)
+            writer, billing = seed_more(site)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1200, "height": 640})
@@ -144,8 +180,14 @@ def main() -> None:
                 clip = {"x": 0, "y": top["y"] - 8, "width": 1200,
                         "height": end["y"] + end["height"] - top["y"] + 16}  # fmt: skip
                 page.screenshot(path=str(OUT / "console-panels.png"), full_page=True, clip=clip)
+                page.goto(site.url(f"/run/{writer}"))
+                page.wait_for_selector(".stream[data-name=answer][data-done]")
+                _section(page, ".panel-streams", "console-stream-killed.png")
+                page.goto(site.url(f"/run/{billing}"))
+                page.wait_for_selector("form[data-action=resume]")
+                page.screenshot(path=str(OUT / "console-failed.png"), full_page=True)
                 browser.close()
-    print(f"wrote console-runs.png, console-run.png and console-panels.png in {OUT}")
+    print(f"wrote the console's screenshots in {OUT}: {', '.join(SHOTS)}")
 
 
 if __name__ == "__main__":

@@ -232,29 +232,29 @@ CHAT = ds.Workflow(
 )
 
 
-def test_history_events_and_a_message_sent_from_the_page(file_site: Site, file_page: Any) -> None:
+def test_history_events_and_a_message_sent_from_the_page(site: Site, page: Any) -> None:
     """A run waiting for a message: its history lists the kept steps and unfolds the
     state after the first one (not today's); its published event shows; a message sent
     from the page, once confirmed, waits in the run's mailbox in the store and shows in
-    the mailbox panel."""
+    the mailbox panel. On each store."""
     run_id = f"chat-{uuid.uuid4().hex[:8]}"
     with pytest.raises(ds.RunWaiting):
-        CHAT.run(run_id, file_site.store)
-    file_page.goto(file_site.url(f"/run/{run_id}"))
-    expect(file_page.locator(".facts")).to_contain_text("waiting for a message on chat")
-    history = file_page.locator("table.history")
+        CHAT.run(run_id, site.store)
+    page.goto(site.url(f"/run/{run_id}"))
+    expect(page.locator(".facts")).to_contain_text("waiting for a message on chat")
+    history = page.locator("table.history")
     expect(history.locator("tr[data-step]")).to_have_count(2)
     first = history.locator("tr[data-step='0']")
     first.locator("a.fold").click()
     expect(first.locator(".folded li[data-key=draft]")).to_contain_text('"v1"')
-    expect(file_page.locator(".state li[data-key=draft]")).to_contain_text('"v2"')
-    expect(file_page.locator(".panel-events li[data-key=progress]")).to_contain_text('"drafted"')
-    form = file_page.locator("form[data-action=message]")
+    expect(page.locator(".state li[data-key=draft]")).to_contain_text('"v2"')
+    expect(page.locator(".panel-events li[data-key=progress]")).to_contain_text('"drafted"')
+    form = page.locator("form[data-action=message]")
     form.locator("input[name=topic]").fill("chat")
     form.locator("textarea[name=payload]").fill('{"text": "hello"}')
     form.locator("button").click()
-    file_page.click("#confirm")
-    expect(file_page.locator("p.done")).to_have_text(f"message sent to run {run_id} on topic chat")
-    expect(file_page.locator(".panel-mailbox tr[data-topic=chat]")).to_contain_text('"hello"')
-    waiting = ds.pending_messages(file_site.store, run_id)
+    page.click("#confirm")
+    expect(page.locator("p.done")).to_have_text(f"message sent to run {run_id} on topic chat")
+    expect(page.locator(".panel-mailbox tr[data-topic=chat]")).to_contain_text('"hello"')
+    waiting = ds.pending_messages(site.store, run_id)
     assert [(m.topic, m.payload) for m in waiting] == [("chat", {"text": "hello"})]

@@ -4,6 +4,9 @@ what a resumed step replays, and what is refused."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +18,7 @@ from agents.exceptions import ModelBehaviorError
 import durable_steps as ds
 
 from ..conftest import Api
+from ..helpers.clitools import CLEAN, SCRIPT
 from . import openai_runs as runs
 from .conftest import Crash
 
@@ -190,3 +194,36 @@ def test_the_result_names_the_callers_agents(run_id: str, openai_effects: Effect
     (result,) = seen
     assert result.last_agent is weather
     assert {id(item.agent) for item in result.new_items} == {id(triage), id(weather)}
+
+
+def test_runs_show_lists_an_agents_calls_in_time_order_with_readable_labels(
+    run_id: str, openai_effects: Effects, tmp_path: Any
+) -> None:
+    """An agent interrupted before its last model response: `runs show` lists the
+    recorded model responses and tool calls in the order they were made -- a response,
+    the tools it asked for, the next response -- numbered 0, 1, 2, ... with each tool's
+    task as a small number, never as journal scopes such as '0/0' or '0.9.1.2/0'."""
+    path = tmp_path / "store"
+    openai_effects(at=len(runs.TOOLS_EFFECTS) - 1)
+    with ds.FileStore(path) as store, pytest.raises(Crash):
+        ds.run(run_id, [runs.sync_step("tools")], store)
+    env = {**CLEAN, "DURABLE_STORE": "file", "DURABLE_FILE_PATH": str(path), "COLUMNS": "200"}
+    shown = subprocess.run(
+        [SCRIPT, "runs", "show", run_id, "--no-state"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "recorded calls of step" in line)
+    calls = [line.split() for line in lines[start + 1 : start + 7]]
+    assert [c[0] for c in calls] == ["0", "1", "2", "3", "4", "5"], shown.stdout
+    names = [c[1] for c in calls]
+    assert names[0] == names[3] == "model.get_response", shown.stdout
+    assert sorted(names[1:3]) == ["tool.add", "tool.get_weather"] and names[4:] == ["tool.add"] * 2
+    listed = "\n".join(lines[start + 1 : start + 7])
+    assert not re.search(r"\d/\d|key", listed), shown.stdout  # no scopes, no machine keys
+    keys = [c.get("key") for c in json.loads(subprocess.run(
+        [SCRIPT, "runs", "show", run_id, "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout)["calls"]]  # fmt: skip
+    assert all(keys), keys  # for scripts, each call's key as recorded

@@ -170,7 +170,9 @@ def test_stream_none_writes_no_run_stream_and_the_handler_sees_each_event_once(
                 await ds.run_async(run_id, [ds.Step("s", step)], store)
             state = await ds.run_async(run_id, [ds.Step("s", step)], store)
             assert state["output"] == "".join(TOKENS)
-            assert await entries(store, run_id) == []
+            assert await ds.list_streams_async(store, run_id) == []  # no stream at all
+            with pytest.raises(ds.StreamNotFoundError, match=r"its streams: none\)"):
+                await entries(store, run_id)
 
     asyncio.run(main())
     assert handled == ["PartStartEvent"]

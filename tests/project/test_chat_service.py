@@ -144,6 +144,9 @@ def test_a_page_reading_a_chat_continues_at_its_offset_after_the_worker_dies(
         with client.stream("GET", stream, headers={"Last-Event-ID": str(last)}) as response:
             got += list(sse(response))
         assert client.get("/chats/chat-none/stream").status_code == 404
+        for body in (b"{not json", b"\xff\xfe"):  # the client's mistake: 400 saying what to send
+            bad = client.post("/chats", content=body, headers={"content-type": "application/json"})
+            assert (bad.status_code, bad.json()) == (400, {"error": 'send {"question": "..."}'})
         assert "new EventSource(chat.stream)" in client.get("/").text
 
     ids = [i for _, i, _ in got if i is not None]

@@ -204,6 +204,9 @@ def test_bad_sends_are_refused_and_write_nothing(api: Api, run_id: str) -> None:
         send(api, run_id, "t", {"n": 2**60})
     with pytest.raises(ds.InvalidStateError):
         send(api, run_id, "t", object())
+    with pytest.raises(ds.InvalidStateError, match=r"\['t'\] is a set, which is not JSON") as e:
+        send(api, run_id, "t", {1, 2})  # said of what the sender did: it sent a set
+    assert "send a message payload of plain" in str(e.value) and "steps" not in str(e.value)
     for topic in ("", 5, None, "a\nb"):
         with pytest.raises(ValueError, match="mailbox topic"):
             send(api, run_id, topic, 1)

@@ -71,7 +71,9 @@ def test_a_killed_writer_resumes_and_a_live_reader_sees_each_offset_once(
             rid: str = rid, got: list[tuple[int, Any]] = got, failed: list[BaseException] = failed
         ) -> None:
             try:
-                got.extend(ds.read_stream(store, rid, "out", interval=0.01, max_interval=0.1))
+                got.extend(
+                    ds.read_stream(store, rid, "out", wait=True, interval=0.01, max_interval=0.1)
+                )
             except BaseException as exc:  # reported by the test thread
                 failed.append(exc)
 

@@ -60,14 +60,15 @@ def test_chunks_from_step_code_and_calls_read_in_order(api: Api, run_id: str) ->
     assert everything == [(0, "start"), (1, {"token": "Hel"}), (2, {"token": "lo"}), (3, "end")]
     assert read(api, run_id, "out", after=1) == everything[2:]
     assert read(api, run_id, "out", after=3) == []
-    assert read(api, run_id, "other", follow=False) == []
+    with pytest.raises(ds.StreamNotFoundError, match="no stream 'other'"):
+        read(api, run_id, "other", follow=False)
     listed = api._call(ds.list_streams, ds.list_streams_async, run_id)
     assert listed == [ds.StreamInfo("out", 4, True)]  # the close marker is not an entry
     for known in (-1, 0, 2, 3, 9):  # where the search starts changes nothing
         got = api._call(ds.stream_info, ds.stream_info_async, run_id, "out", known=known)
         assert got == listed[0]
-    other = api._call(ds.stream_info, ds.stream_info_async, run_id, "other")
-    assert other == ds.StreamInfo("other", 0, False)
+    with pytest.raises(ds.StreamNotFoundError, match=r"no stream 'other' \(its streams: 'out'\)"):
+        api._call(ds.stream_info, ds.stream_info_async, run_id, "other")
 
 
 def test_a_replayed_step_writes_nothing_twice(api: Api, run_id: str) -> None:
@@ -139,7 +140,7 @@ def test_a_reader_follows_live_until_the_run_ends(api: Api, run_id: str) -> None
         await ds.write_stream_async("out", 2)
 
     def reader() -> None:
-        got.extend(read(api, run_id, "out", interval=0.01, max_interval=0.05))
+        got.extend(read(api, run_id, "out", wait=True, interval=0.01, max_interval=0.05))
 
     runner = threading.Thread(target=lambda: api.run(run_id, [api.step("s", slow)]))
     runner.start()
@@ -160,6 +161,7 @@ def test_a_streams_length_is_found_in_about_2_log2_n_one_item_reads(
     about 2 log2(n) of them for n entries; a close marker makes it closed, not longer."""
     with ds.MemoryStore() as store:
         store.save(ds.Checkpoint("r", -1, {}))
+        store.put_item("r", "streams", "s", {})  # the index entry write_stream puts first
         limits: list[int | None] = []
         real = store.read_items
 
@@ -246,3 +248,54 @@ def test_get_event_waits_until_it_is_set(api: Api, run_id: str) -> None:
     release.set()
     assert event(api, run_id, "answer", timeout=60) == 42
     runner.join(60)
+
+
+def test_an_unknown_run_or_stream_is_one_clear_error_with_or_without_follow(
+    api: Api, run_id: str
+) -> None:
+    """No such run: RunNotFoundError whether the reader follows or not. A name the run
+    never wrote: StreamNotFoundError naming the streams it has -- at once on a run that
+    ended, and on a run waiting for a message (which would otherwise be followed for
+    ever); with wait=True the live run's future stream is empty now and followed until
+    it is written. stream_info of that name says the same."""
+    for follow in (False, True):
+        with pytest.raises(ds.RunNotFoundError, match="does not exist"):
+            read(api, f"{run_id}-none", "out", follow=follow)
+
+    async def chat(state: Any) -> dict[str, Any]:
+        await ds.write_stream_async("answer", "hi")
+        question = await ds.receive_async("q")
+        await ds.write_stream_async("late", question)
+        return {"q": question}
+
+    with pytest.raises(ds.RunWaiting):
+        api.run(run_id, [api.step("chat", chat)])
+    for follow in (False, True):
+        with pytest.raises(ds.StreamNotFoundError, match="its streams: 'answer'") as caught:
+            read(api, run_id, "answr", follow=follow, timeout=30)
+        assert (caught.value.stream, caught.value.streams) == ("answr", ["answer"])
+        assert "is waiting" in str(caught.value) and "wait=True" in str(caught.value)
+    with pytest.raises(ds.StreamNotFoundError, match="no stream 'answr'"):
+        api._call(ds.stream_info, ds.stream_info_async, run_id, "answr")
+    assert read(api, run_id, "late", follow=False, wait=True) == []
+    got: list[tuple[int, Any]] = []
+    follower = threading.Thread(
+        target=lambda: got.extend(read(api, run_id, "late", wait=True, interval=0.01, timeout=60))
+    )
+    follower.start()
+    api._call(ds.send_message, ds.send_message_async, run_id, "q", "why?")
+    assert api.run(run_id, [api.step("chat", chat)]) == {"q": "why?"}
+    follower.join(60)
+    assert got == [(0, "why?")]
+    for follow in (False, True):  # ended without writing it: unknown, wait or not
+        with pytest.raises(ds.StreamNotFoundError, match="the run is completed"):
+            read(api, run_id, "never", follow=follow, wait=True)
+
+
+def test_writing_a_stream_outside_a_step_says_so() -> None:
+    """write_stream / close_stream with no step running name what the caller did --
+    writing a stream outside a step -- and where to read one, not current_step()."""
+    for write in (lambda: ds.write_stream("out", 1), lambda: ds.close_stream("out")):
+        with pytest.raises(RuntimeError, match=r"_stream\(\) was called outside a step") as e:
+            write()
+        assert "current_step" not in str(e.value) and "read_stream()" in str(e.value)

@@ -287,6 +287,7 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "StepRecord",
             "Store",
             "StoreError",
+            "StreamNotFoundError",  # streams
             "TooManyAttemptsError",
             "Workflow",
             "__version__",

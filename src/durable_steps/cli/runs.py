@@ -297,8 +297,9 @@ def runs_show(
     run_id: str, state: bool, keys: tuple[str, ...], with_results: bool, as_json: bool
 ) -> None:
     """Show one run: status, workflow, lease, attempt, completed steps, the signal or
-    time it waits for, the running step's recorded calls (index, name, size, when;
-    their results only with --calls), the signals delivered, the last error, and its
+    time it waits for, the running step's recorded calls (in the order they were
+    made: name, size, when, the task that made it; keys in --json; their results only
+    with --calls), the signals delivered, the last error, and its
     state (--no-state: only its keys and their sizes; --key KEY: only that key).
 
     A recorded call's result is what a model or a tool answered: --calls prints it, for
@@ -420,20 +421,31 @@ def _status_line(cp: Checkpoint) -> str:
 def _show_calls(cp: Checkpoint, with_results: bool) -> None:
     if not cp.calls:
         return
-    say((f"recorded calls of step {cp.step + 1}", "bold"))
-    for c in calls_of(cp, results=with_results):
-        at = f"{c['task']}/{c['index']}" if "task" in c else str(c["index"])  # task/index
-        at = f"[{c['key']}]" if "key" in c else at
+    say((f"recorded calls of step {cp.step + 1}, in the order they were made", "bold"))
+    tasks: dict[str, int] = {}
+    for n, c in enumerate(_in_time_order(calls_of(cp, results=with_results))):
+        where = ""  # a call's key (an integration's: "1/tool/3ba8.../1") is in --json
+        if "task" in c:  # a task's scope ("0.9.1.2": nested tasks) as the task's number
+            where = f"  (in task {tasks.setdefault(c['task'], len(tasks) + 1)})"
         if "size" in c:
-            say(f"  {at:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}")
+            say(f"  {n:>3} {c['name']}  {size(c['size'])}  {when(c['at'])}{where}")
         elif c["kind"] == "call":
-            say(f"  {at:>3} {c['name']}  (failed; attempt {c['attempt']} next)")
+            say(f"  {n:>3} {c['name']}  (failed; attempt {c['attempt']} next){where}")
         else:
             until = when(c["until"]) if c["until"] is not None else "its signal"
-            say(f"  {at:>3} {c['kind']} {c['name']}  until {until}")
+            say(f"  {n:>3} {c['kind']} {c['name']}  until {until}{where}")
         if "result" in c:
             shown = JSON(json.dumps(c["result"], default=str))
             out.print(Padding(shown, (0, 0, 0, 6), expand=False))
+
+
+def _in_time_order(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recorded calls by when they were recorded; the journal numbers a task's calls
+    within the task, so its order alone interleaves parallel tasks wrongly. Calls not
+    recorded (failed, waiting) come last, in journal order."""
+    done = [c for c in calls if isinstance(c.get("at"), int | float)]
+    rest = [c for c in calls if not isinstance(c.get("at"), int | float)]
+    return sorted(done, key=lambda c: c["at"]) + rest
 
 
 def _lease(cp: Checkpoint, now: float) -> str:

@@ -39,12 +39,20 @@ def _exists(store: Store, run_id: str) -> None:
 @click.option(
     "--after", type=int, default=None, metavar="N", help="Only chunks after offset N (resume)."
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="A stream the run has not written yet is waited for (with --follow), not unknown.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
-def runs_stream(run_id: str, name: str, follow: bool, after: int | None, as_json: bool) -> None:
+def runs_stream(  # noqa: PLR0917 (click passes each argument and option)
+    run_id: str, name: str, follow: bool, after: int | None, wait: bool, as_json: bool
+) -> None:
     """Print the chunks of run RUN_ID's stream NAME, one per line: its offset and the
     chunk as JSON. A reset line marks the chunks of a call that was interrupted (a
     crash, an error) and written again after it. --after N resumes after the last
-    offset you saw: nothing is missed, nothing repeated. Examples:
+    offset you saw: nothing is missed, nothing repeated. A NAME the run has not written
+    exits 1 naming the streams it has, unless --wait (the run may write it later). Examples:
 
     \b
       durable-steps runs stream ticket-4711 answer --follow
@@ -52,7 +60,8 @@ def runs_stream(run_id: str, name: str, follow: bool, after: int | None, as_json
     """
     with store_for("env", create=False) as store:
         _exists(store, run_id)
-        for offset, chunk in read_stream(store, run_id, name, after=after, follow=follow):
+        read = read_stream(store, run_id, name, after=after, follow=follow, wait=wait)
+        for offset, chunk in read:
             if isinstance(chunk, StreamReset):
                 if as_json:
                     line = {"offset": offset, "reset": chunk.since, "call": chunk.call}

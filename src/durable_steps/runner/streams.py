@@ -168,7 +168,16 @@ def _write(journal: Journal, name: str, body: dict[str, Any]) -> Generator[Reque
 
 
 def _journal(what: str) -> Journal:
-    journal = current_step().journal
+    try:
+        journal = current_step().journal
+    except RuntimeError as exc:  # said of the stream: the caller wrote one, not current_step()
+        where = str(exc).partition(" (")[2]
+        raise RuntimeError(
+            f"{what}() was called outside a step: a stream is written by a step while "
+            "run() or run_async() runs it (call it in the step's code or in a call's "
+            "function); outside a run, read a stream with read_stream()"
+            + (f" ({where}" if where else "")
+        ) from None
     if not isinstance(journal, Journal) or journal.driver is None:
         raise RuntimeError(
             f"{what}() is only available inside a step run by run() or run_async(); outside, "

@@ -125,11 +125,12 @@ class RunHandle(_Handle[T]):
         *,
         after: int | None = None,
         follow: bool = True,
+        wait: bool = False,
         timeout: float | None = None,
     ) -> Iterator[tuple[int, Any]]:
         """``read_stream``: ``(offset, chunk)`` of the run's stream ``name``."""
         return read_stream(
-            self.store, self.run_id, name, after=after, follow=follow, timeout=timeout
+            self.store, self.run_id, name, after=after, follow=follow, wait=wait, timeout=timeout
         )
 
     def events(self) -> dict[str, Any]:
@@ -211,11 +212,12 @@ class AsyncRunHandle(_Handle[T]):
         *,
         after: int | None = None,
         follow: bool = True,
+        wait: bool = False,
         timeout: float | None = None,
     ) -> AsyncIterator[tuple[int, Any]]:
         """``RunHandle.stream`` (an async iterator)."""
         return read_stream_async(
-            self.store, self.run_id, name, after=after, follow=follow, timeout=timeout
+            self.store, self.run_id, name, after=after, follow=follow, wait=wait, timeout=timeout
         )
 
     async def events(self) -> dict[str, Any]:

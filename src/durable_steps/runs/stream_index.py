@@ -31,6 +31,7 @@ from ..runner.requests import Info, ReadItems, Request, execute
 from ..runner.store_io import blocking_io, execute_on
 from ..runner.streams import INDEX, kind_of
 from ..seam.checkpoint import RunInfo
+from ..seam.errors import StreamNotFoundError
 from ..seam.items import Item, offset_key
 from ..seam.rules import check_run_id
 from ..seam.store import AsyncStore, Store
@@ -55,13 +56,39 @@ def _at(run_id: str, kind: str, offset: int) -> Generator[Request, Any, Item | N
     return found[0] if found and int(found[0].key) == offset else None
 
 
+def names(run_id: str) -> Generator[Request, Any, list[str]]:
+    """The names of the streams the run has (its index), in order."""
+    found: list[str] = []
+    after: str | None = None
+    while True:
+        items: list[Item] = yield ReadItems(run_id, INDEX, after, PAGE)
+        found += [i.key for i in items]
+        if len(items) < PAGE:
+            return found
+        after = items[-1].key
+
+
+def unknown(run_id: str, name: str, streams: list[str], why: str) -> StreamNotFoundError:
+    """The error of a read of a stream the run does not have: it names the streams it has."""
+    has = ", ".join(repr(n) for n in streams) if streams else "none"
+    return StreamNotFoundError(
+        f"run {run_id!r} has no stream {name!r} (its streams: {has}); {why}",
+        run_id=run_id,
+        stream=name,
+        streams=streams,
+    )
+
+
 def _info(run_id: str, name: str, known: int) -> Generator[Request, Any, StreamInfo]:
     kind = kind_of(name)
     last = yield from _at(run_id, kind, max(known, 0))
     if last is None:
-        if known <= 0:
+        if known > 0:
+            return (yield from _info(run_id, name, -1))  # the caller's offset is not there
+        streams = yield from names(run_id)  # no entry: listed (a crash after the index) or not
+        if name in streams:
             return StreamInfo(name, 0, False)
-        return (yield from _info(run_id, name, -1))  # the caller's offset is not there
+        raise unknown(run_id, name, streams, "check its name ('durable-steps runs streams RUN')")
     lo, hi, jump = max(known, 0), None, 1
     while hi is None:  # double until an offset has no entry ...
         probe = lo + jump
@@ -90,16 +117,8 @@ def _exists(run_id: str) -> Generator[Request, Any, RunInfo]:
 
 def _list(run_id: str) -> Generator[Request, Any, list[StreamInfo]]:
     yield from _exists(run_id)
-    names: list[str] = []
-    after: str | None = None
-    while True:
-        items: list[Item] = yield ReadItems(run_id, INDEX, after, PAGE)
-        names += [i.key for i in items]
-        if len(items) < PAGE:
-            break
-        after = items[-1].key
     found = []
-    for name in names:
+    for name in (yield from names(run_id)):
         found.append((yield from _info(run_id, name, 0)))
     return found
 
@@ -123,8 +142,9 @@ async def list_streams_async(store: AsyncStore, run_id: str) -> list[StreamInfo]
 
 
 def stream_info(store: Store, run_id: str, name: str, *, known: int = -1) -> StreamInfo:
-    """Stream ``name`` of the run now (length 0 and open when nothing was written to it);
-    ``known``: an offset the caller saw, where the search starts."""
+    """Stream ``name`` of the run now; ``known``: an offset the caller saw, where the
+    search starts. ``StreamNotFoundError`` (naming the run's streams) when the run has
+    no stream ``name``, ``RunNotFoundError`` when there is no such run."""
     return execute(_one(run_id, name, known), blocking_io(store))
 
 

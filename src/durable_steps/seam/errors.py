@@ -143,6 +143,16 @@ class RunNotFoundError(DurableError, LookupError):
     run_id: str
 
 
+class StreamNotFoundError(DurableError, LookupError):
+    """The run has no stream ``stream`` and, as far as the reader asked, will not have
+    one: it ended without writing it, or the reader did not ask to wait for it
+    (``read_stream(wait=True)``). ``streams``: the names of the streams it has."""
+
+    run_id: str
+    stream: str
+    streams: list[str]
+
+
 class StepNotKeptError(DurableError, LookupError):
     """The run's history keeps no checkpoint after that step, or the step's journal
     has fewer recorded calls than asked for (``load_at``, ``fork_run``)."""

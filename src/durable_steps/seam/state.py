@@ -426,11 +426,23 @@ def _scalar(value: Any, path: str, run_id: str, what: str, depth: int = -1) -> A
         return value if kind is float else float(value)
     if depth >= 0 and (converted := json_of(value)) is not _NOT_TYPED:
         return freeze(converted, path, run_id, depth, what, typed=True)
-    raise _invalid(
-        f"{what}{path} is a {type(value).__name__}, which is not JSON; return plain "
-        "dict/list/str/int/float/bool/None from steps (convert it first)",
-        run_id,
-    )
+    kind_name = type(value).__name__
+    raise _invalid(f"{what}{path} is a {kind_name}, which is not JSON; {_do(what, value)}", run_id)
+
+
+_PLAIN = "plain dict/list/str/int/float/bool/None"
+_WHERE = {"state": "from steps", "call result": "from the call's function"}
+
+
+def _do(what: str, value: object) -> str:
+    """What the caller who gave a value that is not JSON does instead: a step returns
+    plain values, a sender sends them."""
+    a_set = isinstance(value, set | frozenset)
+    convert = "e.g. list(...) of a set" if a_set else "convert it first"
+    if what in _WHERE:
+        return f"return {_PLAIN} {_WHERE[what]} ({convert})"
+    verb = "send" if what.endswith("payload") else "give"
+    return f"{verb} a {what} of {_PLAIN} ({convert})"
 
 
 def _key(key: object, path: str, run_id: str, what: str = "state") -> str:
