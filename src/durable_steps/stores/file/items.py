@@ -4,7 +4,9 @@ Layout. ``items/<run file's stem>/<kind slug>-<hash>.log`` under the store: a ru
 items in a directory of its own (removed with the run), one file per kind. Each item
 is one record, framed as the run file's records are (``runfile.frame``: HEAD, meta,
 body, TAIL with two CRCs), meta ``{"k": key}``, body the value's JSON. An upsert
-(``put_item``) appends too: the later record of a key wins.
+(``put_item``) appends too: the later record of a key wins. A removal
+(``delete_items``) appends a record ``{"k": key, "x": 1}`` per key, all in one write
+and one sync: the key is gone from then on (its bytes stay until the run goes).
 
 Writing: under an exclusive lock of the log file itself (``flock``; across threads
 and processes), the file's new records since this process last looked are indexed,
@@ -34,8 +36,9 @@ import os
 import re
 import shutil
 import threading
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...seam.errors import corrupt_error
@@ -111,6 +114,41 @@ class ItemLogs:
             platform.current.sync_dir(str(path.parent))  # the log itself survives a power cut
         return len(record)
 
+    def delete(self, run_id: str, path: Path, keys: Sequence[str]) -> None:
+        """Append a removal record (meta ``{"k": key, "x": 1}``, body ``null``) for each
+        of ``keys`` the log has, in one write and one sync. The log keeps their bytes
+        until the run is deleted: it is append-only."""
+        fd = open_existing(path, os.O_RDWR)
+        if fd is None:
+            return
+        try:
+            platform.current.lock(fd)
+            try:
+                with self._lock:
+                    index = self._refresh(fd, str(path), run_id, writer=True)
+                    gone = [k for k in dict.fromkeys(keys) if k in index.places]
+                    if not gone:
+                        return
+                    records = b"".join(
+                        runfile.frame(json.dumps({"k": k, "x": 1}).encode(), b"null", _NO_ETAG)
+                        for k in gone
+                    )
+                    start = index.size
+                    write_at(fd, start, records)
+                    try:
+                        platform.current.sync_data(fd)
+                    except BaseException:
+                        with contextlib.suppress(OSError):
+                            os.ftruncate(fd, start)
+                        raise
+                    for k in gone:
+                        self._forget(index, k)
+                    index.size = start + len(records)
+            finally:
+                platform.current.unlock(fd)
+        finally:
+            os.close(fd)
+
     def read(self, run_id: str, path: Path, after: str | None, limit: int | None) -> list[Item]:
         fd = open_existing(path, os.O_RDONLY)
         if fd is None:
@@ -148,18 +186,27 @@ class ItemLogs:
         o = 0
         while o < len(data) and (rec := runfile.record_at(data, o)) is not None:
             try:
-                key = json.loads(rec.meta)["k"]
+                meta = json.loads(rec.meta)
+                key = meta["k"]
             except (ValueError, KeyError, TypeError):
                 raise corrupt_error(
                     run_id, name, f"an item record at byte {index.size + o} has no key"
                 ) from None
             body_end = index.size + rec.end - runfile.TAIL
-            self._place(index, key, body_end - len(rec.body), body_end)
+            if meta.get("x"):
+                self._forget(index, key)
+            else:
+                self._place(index, key, body_end - len(rec.body), body_end)
             o = rec.end
         index.size += o
         if o < len(data) and writer:  # a torn tail: the append that was not acknowledged
             os.ftruncate(fd, index.size)
         return index
+
+    @staticmethod
+    def _forget(index: _Index, key: str) -> None:
+        if index.places.pop(key, None) is not None:
+            del index.keys[bisect_left(index.keys, key)]
 
     @staticmethod
     def _place(index: _Index, key: str, start: int, end: int) -> None:
