@@ -1,0 +1,253 @@
+"""The saver's writes, as programs of store requests (``_requests``): a checkpoint
+(``put``) and a task's writes (``put_writes``); the package's top tells the design.
+
+A superstep costs what it changed, once: a task's write is stored as it comes (its
+``put_writes``), and the next checkpoint's list channels that grew by exactly those
+writes (``operator.add``, ``add_messages``: the new items are what the tasks returned)
+are stored as a reference to them in the checkpoint's own record (``xs``: the base
+version, its length, the writes' keys and places), not as the items again. Compared
+as the serializer writes them, so a value changed after it was written (a reducer that
+gives a message its id) is stored as an extension of its own. Other channels that
+changed: their new value, or the items appended to a list, in records of their own.
+So a superstep that appends a task's message to a conversation is two appends -- the
+write, then the checkpoint -- whatever the conversation's length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Generator
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
+
+from ... import ConflictError
+from ...backend import Checkpoint, Item, evolve
+from ._layout import (
+    NAMESPACES,
+    WORKFLOW,
+    blob_key,
+    blobs_kind,
+    checkpoint_key,
+    checkpoints_kind,
+    encode,
+    extensions_kind,
+    records,
+    thread_run,
+)
+from ._reads import Reads, Seen, Written, writes_sort_key
+from ._requests import Append, LoadHead, Program, Put, Request, SaveHead, SaveRun, append
+
+TOUCH = 600.0
+"""Seconds between two moves of a thread's time by one saver: a thread expires (the
+store's ``finished_ttl``) that long after its last checkpoint, to within this."""
+
+
+class Writes(Reads):
+    """The write programs (a put reads its parent checkpoint when it does not know it)."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: LgCheckpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Program:
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
+        parent: str | None = conf.get("checkpoint_id")
+        run = thread_run(thread_id)
+        c: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = c.pop("channel_values")
+        cid = str(c["id"])
+        ckey = checkpoint_key(cid)
+        seen = yield from self._parent(run, ns, parent)
+        extended = set(seen.extended) - set(new_versions)
+        tasks = self.memory.writes.get((run, ns, parent or ""), [])
+        writes: list[Append] = []
+        refs: dict[str, dict[str, Any]] = {}
+        lists: dict[tuple[str, str, str, str], list[Any]] = {}
+        for channel, version in new_versions.items():
+            writes += self._channel(
+                run, ns, channel, version, values=values, seen=seen, extended=extended,
+                lists=lists, tasks=tasks, refs=refs,
+            )  # fmt: skip
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        meta: dict[str, Any] = {"id": cid, "parent": parent, "x": sorted(extended), "t": ""}
+        if refs:
+            meta["xs"] = refs
+        meta["t"], body = encode(
+            self.serde, {"checkpoint": c, "metadata": md}, "the checkpoint", run
+        )
+        kind = checkpoints_kind(ns)
+        *chunks, head = records(ckey, meta, body, codec=self.codec(), run_id=run, kind_=kind)
+        # Everything is encoded: now the writes, the checkpoint's head last of all.
+        if (run, ns) not in self.memory.namespaces:
+            yield from append(Append(run, Item("=" + ns, {}), NAMESPACES, quiet=True))
+        if time.monotonic() - self.memory.threads.get(run, -TOUCH) >= TOUCH:
+            yield from self.touch(run, thread_id)
+        for write in writes:
+            yield from append(write)
+        for chunk in chunks:
+            yield from append(Append(run, chunk, kind))
+        try:
+            yield from append(Append(run, head, kind))
+        except ConflictError as exc:
+            raise ConflictError(
+                f"checkpoint {cid!r} of thread {thread_id!r} (namespace {ns!r}) exists "
+                "already: a checkpoint is written once, and another writer wrote this one "
+                "first; nothing was overwritten. Run one graph invocation per thread at a "
+                "time, and reload (get_state) before going on",
+                run_id=run,
+            ) from exc
+        self.memory.threads.setdefault(run, time.monotonic())
+        self.memory.namespaces.add((run, ns))
+        self.memory.remember(
+            self.memory.seen, (run, ns, cid), Seen(dict(c["channel_versions"]), frozenset(extended))
+        )
+        for key, value in lists.items():
+            self.memory.remember(self.memory.lists, key, value)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def _channel(
+        self,
+        run: str,
+        ns: str,
+        channel: str,
+        version: Any,
+        *,
+        values: dict[str, Any],
+        seen: Seen,
+        extended: set[str],
+        lists: dict[tuple[str, str, str, str], list[Any]],
+        tasks: list[Written],
+        refs: dict[str, dict[str, Any]],
+    ) -> list[Append]:
+        """The appends that store one channel's new version: none when it is a list that
+        grew by the tasks' writes (``refs`` gets the reference), the items appended to
+        the list it was (an extension), or its whole value."""
+        if channel not in values:  # emptied (a trigger consumed): a version with no value
+            extended.discard(channel)
+            return []
+        value = values[channel]
+        base = seen.versions.get(channel)
+        earlier = self.memory.lists.get((run, ns, channel, str(base))) if base is not None else None
+        if type(value) is list:
+            lists[(run, ns, channel, str(version))] = list(value)
+        if (
+            earlier is not None
+            and type(value) is list
+            and len(value) >= len(earlier)
+            and all(a is b or a == b for a, b in zip(earlier, value, strict=False))
+        ):
+            added = value[len(earlier) :]
+            meta = {"base": str(base), "bx": channel in seen.extended, "k": len(earlier)}
+            extended.add(channel)
+            if (found := self._written(added, channel, tasks)) is not None:
+                refs[channel] = {"v": str(version), **meta, "w": found}
+                return []
+            meta["t"], body = encode(self.serde, added, f"channel {channel!r}", run)
+            kind = extensions_kind(ns, channel)
+            sealed = records(str(version), meta, body, codec=self.codec(), run_id=run, kind_=kind)
+            return [Append(run, r, kind, quiet=True) for r in sealed]
+        extended.discard(channel)
+        t, body = encode(self.serde, value, f"channel {channel!r}", run)
+        kind = blobs_kind(ns)
+        key = blob_key(channel, version)
+        sealed = records(key, {"t": t}, body, codec=self.codec(), run_id=run, kind_=kind)
+        return [Append(run, r, kind, quiet=True) for r in sealed]
+
+    def _written(self, added: list[Any], channel: str, tasks: list[Written]) -> list[Any] | None:
+        """``added`` as the writes to ``channel`` it is, in the order LangGraph applied
+        them ([[write key, place], ...]), or None when it is not exactly them as stored."""
+        mine = sorted((w for w in tasks if w.channel == channel), key=lambda w: w.order)
+        if not mine or sum(w.size for w in mine) != len(added):
+            return None
+        at = 0
+        for w in mine:
+            part = added[at : at + w.size]
+            at += w.size
+            try:
+                if self.serde.dumps_typed(part) != w.typed:
+                    return None
+            except Exception:  # not encodable as a list: stored on its own, and refused there
+                return None
+        return [[w.key, w.place] for w in mine]
+
+    def _parent(self, run: str, ns: str, parent: str | None) -> Generator[Request, Any, Seen]:
+        if parent is None:
+            return Seen({}, frozenset())
+        if (seen := self.memory.seen.get((run, ns, parent))) is not None:
+            return seen
+        group = yield from self.group(run, ns, checkpoint_key(parent))
+        if group is None:
+            return Seen({}, frozenset())
+        cp, _ = self.checkpoint(run, ns, group)
+        seen = Seen(dict(cp["channel_versions"]), frozenset(group[0].value["x"]))
+        self.memory.remember(self.memory.seen, (run, ns, parent), seen)
+        return seen
+
+    def touch(self, run: str, thread_id: str) -> Program:
+        """The thread's run (its head: what listing, deleting and ``finished_ttl`` see):
+        created when missing; its time moved to now when older than ``TOUCH``. Another
+        writer's write there meanwhile is as good."""
+        with contextlib.suppress(ConflictError):
+            head = yield LoadHead(run)
+            if head is None:
+                yield SaveRun(
+                    Checkpoint(
+                        run_id=run,
+                        step=-1,
+                        state={"thread_id": thread_id},
+                        status="completed",
+                        workflow=WORKFLOW,
+                    )
+                )
+            elif head.updated_at is None or time.time() - head.updated_at >= TOUCH:
+                yield SaveHead(evolve(head, updated_at=None))
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Any, task_id: str, task_path: str
+    ) -> Program:
+        conf = config["configurable"]
+        ns, cid = str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"])
+        run = thread_run(conf["thread_id"])
+        ckey = checkpoint_key(cid)
+        kind = checkpoints_kind(ns)
+        if not writes:
+            return
+        idx = [WRITES_IDX_MAP.get(channel, i) for i, (channel, _) in enumerate(writes)]
+        # One record per call (a task's writes come in one): a call of special writes
+        # only (an error, an interrupt) replaces the same one before; a task's ordinary
+        # writes are kept as first written (a task run again writes the same).
+        special = all(i < 0 for i in idx)
+        key = f"{ckey}/{task_id}/" + ("s" + ",".join(map(str, idx)) if special else "w")
+        pairs = [[c, i] for (c, _), i in zip(writes, idx, strict=True)]
+        meta = {"task": task_id, "path": task_path, "w": pairs, "t": ""}
+        what = f"a write of task {task_id!r} (channels {[c for c, _ in writes]})"
+        meta["t"], body = encode(self.serde, [v for _, v in writes], what, run)
+        *chunks, head = records(key, meta, body, codec=self.codec(), run_id=run, kind_=kind)
+        for chunk in chunks:
+            yield from append(Append(run, chunk, kind))
+        if special:
+            yield Put(run, head, kind)
+            return
+        if not (yield from append(Append(run, head, kind, quiet=True))):
+            return
+        # As stored, for the next checkpoint to refer to (``_written``).
+        known = self.memory.writes.get((run, ns, cid), [])
+        for place, ((channel, value), i) in enumerate(zip(writes, idx, strict=True)):
+            as_list = value if type(value) is list else [value]
+            with contextlib.suppress(Exception):  # encoded just now: it does not fail
+                typed = self.serde.dumps_typed(as_list)
+                order = writes_sort_key(task_path, task_id, i)
+                known.append(Written(order, channel, key, place, len(as_list), typed))
+        self.memory.remember(self.memory.writes, (run, ns, cid), known)
