@@ -223,3 +223,34 @@ def test_a_thread_is_listed_and_expires_with_the_stores_finished_ttl(tmp_path: P
     assert store.delete_expired(now=time.time() + 3600) == 2
     assert DurableSaver(store).get_tuple(first) is None
     assert list(DurableSaver(store).list(None)) == []
+
+
+def test_prune_and_delete_for_runs_keep_what_the_staying_checkpoints_need(
+    store: ds.Store,
+) -> None:
+    """A list that grew by the tasks' writes is stored as references to them: removing
+    the checkpoints that hold those writes (``delete_for_runs`` of the first run, then
+    ``prune``) leaves the staying checkpoints reading the whole list, and the thread
+    goes on from them, in this saver and in a new one (another process)."""
+    saver = DurableSaver(store)
+    graph = post_graph(saver)
+    config = thread()
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    graph.invoke({"topic": "a"}, {**config, "metadata": {"run_id": first}})
+    graph.invoke({"topic": "b"}, {**config, "metadata": {"run_id": second}})
+    log = ["draft", "title", "draft", "title"]
+    assert graph.get_state(config).values["log"] == log
+    heads = store.read_items(thread_run(config["configurable"]["thread_id"]), "lg.cp.")
+    assert any("log" in h.value.get("xs", {}) for h in heads)  # referred to, not sent again
+    by_run = [t.metadata.get("run_id") for t in saver.list(config)]
+    assert first in by_run and second in by_run
+
+    saver.delete_for_runs([first])
+    assert {t.metadata.get("run_id") for t in saver.list(config)} == {second}
+    assert post_graph(DurableSaver(store)).get_state(config).values["log"] == log
+
+    saver.prune([config["configurable"]["thread_id"]])
+    assert len(list(DurableSaver(store).list(config))) == 1
+    assert post_graph(DurableSaver(store)).get_state(config).values["log"] == log
+    graph.invoke({"topic": "c"}, config)
+    assert post_graph(DurableSaver(store)).get_state(config).values["log"] == [*log, *log[:2]]

@@ -1,7 +1,7 @@
 """``DurableSaver`` passes LangGraph's own judge, ``langgraph-checkpoint-conformance``:
 every base capability (put, put_writes, get_tuple, list, delete_thread) and every
-extended one the suite knows (copy_thread, prune, delete_for_runs), on every backend, blocking stores and async
-ones, and with the codec on (the ``+aes`` backends)."""
+extended one the suite knows (copy_thread, prune, delete_for_runs), on every backend,
+blocking stores and async ones, and with the codec on (the ``+aes`` backends)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ defined it pruned) is read as a whole value (the prune wrote it).
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -54,10 +55,13 @@ class Seen(NamedTuple):
     extended: frozenset[str]
 
 
-class Written(NamedTuple):
-    """A task's write as this saver stored it: enough to find it again (the write
+@dataclass
+class Written:
+    """A task's write as this saver stores it: enough to find it again (the write
     record's key, its place there) and to tell whether a list channel's appended items
-    are it (``typed``: the serializer's output for the value as a list)."""
+    are it (``typed``: the serializer's output for the value as a list). ``stored`` is
+    set once its append ended, ``ok`` when it wrote the record (a put that refers to it
+    waits for that: LangGraph may send a task's writes and the next checkpoint at once)."""
 
     order: tuple[str, str, int]
     channel: str
@@ -65,6 +69,8 @@ class Written(NamedTuple):
     place: int
     size: int
     typed: tuple[str, bytes]
+    stored: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False
 
 
 @dataclass

@@ -6,11 +6,15 @@ Each request is one call of a store's method (``call``: its name and arguments),
 driver is a lookup: ``getattr(store, name)(*args)``, awaited for an ``AsyncStore``.
 The loop that sends each result back into a program (or throws its exception in) is
 the runner's (``runner.requests.execute``/``execute_async``): one loop for every
-program of the library. Only the listing of runs differs (an iterator, an async one).
+program of the library. Only the listing of runs (an iterator, an async one) and a
+``Wait`` for another program's write (a thread's event, polled in an event loop) differ.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import Generator
 from typing import Any, NamedTuple
 
@@ -19,6 +23,8 @@ from ...backend import AsyncStore, Checkpoint, Item, Store
 from ...runner.requests import execute, execute_async
 
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+WAIT = 60.0
+"""Seconds a ``Wait`` waits at most (then the program does without what it waited for)."""
 
 
 class Read(NamedTuple):
@@ -98,6 +104,12 @@ class DeleteRun(NamedTuple):
         return "delete", (self.run_id,), {}
 
 
+class Wait(NamedTuple):
+    """Until each of ``events`` is set (another program of this saver ended a write)."""
+
+    events: tuple[threading.Event, ...]
+
+
 class ListRuns(NamedTuple):
     """The ids of the runs of a workflow (a list, whichever the store's iterator)."""
 
@@ -105,7 +117,17 @@ class ListRuns(NamedTuple):
 
 
 Request = (
-    Read | Append | Put | Remove | LoadRun | LoadHead | SaveRun | SaveHead | DeleteRun | ListRuns
+    Read
+    | Append
+    | Put
+    | Remove
+    | LoadRun
+    | LoadHead
+    | SaveRun
+    | SaveHead
+    | DeleteRun
+    | ListRuns
+    | Wait
 )
 Program = Generator[Request, Any, Any]
 
@@ -128,6 +150,9 @@ def run_blocking(program: Program, store: Store) -> Any:
     def do(request: Request) -> Any:
         if isinstance(request, ListRuns):
             return [info.run_id for info in store.list_runs(workflow=request.workflow)]
+        if isinstance(request, Wait):
+            deadline = time.monotonic() + WAIT
+            return all(e.wait(max(0.0, deadline - time.monotonic())) for e in request.events)
         name, args, kwargs = request.call()
         return getattr(store, name)(*args, **kwargs)
 
@@ -140,6 +165,13 @@ async def run_async(program: Program, store: AsyncStore) -> Any:
     async def do(request: Request) -> Any:
         if isinstance(request, ListRuns):
             return [info.run_id async for info in store.list_runs(workflow=request.workflow)]
+        if isinstance(request, Wait):  # set by a task of this loop, or a thread: polled
+            deadline = time.monotonic() + WAIT
+            while not all(e.is_set() for e in request.events):
+                if time.monotonic() > deadline:
+                    return False
+                await asyncio.sleep(0.001)
+            return True
         name, args, kwargs = request.call()
         return await getattr(store, name)(*args, **kwargs)
 

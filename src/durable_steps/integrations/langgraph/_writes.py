@@ -44,7 +44,7 @@ from ._layout import (
     thread_run,
 )
 from ._reads import Reads, Seen, Written, writes_sort_key
-from ._requests import Append, LoadHead, Program, Put, Request, SaveHead, SaveRun, append
+from ._requests import Append, LoadHead, Program, Put, Request, SaveHead, SaveRun, Wait, append
 
 TOUCH = 600.0
 """Seconds between two moves of a thread's time by one saver: a thread expires (the
@@ -73,7 +73,7 @@ class Writes(Reads):
         extended = set(seen.extended) - set(new_versions)
         tasks = self.memory.writes.get((run, ns, parent or ""), [])
         writes: list[Append] = []
-        refs: dict[str, dict[str, Any]] = {}
+        refs: dict[str, tuple[dict[str, Any], list[Written], list[Any]]] = {}
         lists: dict[tuple[str, str, str, str], list[Any]] = {}
         for channel, version in new_versions.items():
             writes += self._channel(
@@ -82,13 +82,10 @@ class Writes(Reads):
             )  # fmt: skip
         md = get_serializable_checkpoint_metadata(config, metadata)
         meta: dict[str, Any] = {"id": cid, "parent": parent, "x": sorted(extended), "t": ""}
-        if refs:
-            meta["xs"] = refs
         meta["t"], body = encode(
             self.serde, {"checkpoint": c, "metadata": md}, "the checkpoint", run
         )
         kind = checkpoints_kind(ns)
-        *chunks, head = records(ckey, meta, body, codec=self.codec(), run_id=run, kind_=kind)
         # Everything is encoded: now the writes, the checkpoint's head last of all.
         if (run, ns) not in self.memory.namespaces:
             yield from append(Append(run, Item("=" + ns, {}), NAMESPACES, quiet=True))
@@ -96,6 +93,17 @@ class Writes(Reads):
             yield from self.touch(run, thread_id)
         for write in writes:
             yield from append(write)
+        if refs:  # the writes referred to are stored before the checkpoint that says so
+            yield Wait(tuple({id(w): w.stored for _, u, _ in refs.values() for w in u}.values()))
+            meta["xs"] = {}
+            for channel, (ref, used, added) in refs.items():
+                if all(w.ok for w in used):
+                    meta["xs"][channel] = ref
+                    continue
+                extension = {k: ref[k] for k in ("base", "bx", "k")}
+                for write in self._extension(run, ns, channel, ref["v"], extension, added):
+                    yield from append(write)
+        *chunks, head = records(ckey, meta, body, codec=self.codec(), run_id=run, kind_=kind)
         for chunk in chunks:
             yield from append(Append(run, chunk, kind))
         try:
@@ -129,7 +137,7 @@ class Writes(Reads):
         extended: set[str],
         lists: dict[tuple[str, str, str, str], list[Any]],
         tasks: list[Written],
-        refs: dict[str, dict[str, Any]],
+        refs: dict[str, tuple[dict[str, Any], list[Written], list[Any]]],
     ) -> list[Append]:
         """The appends that store one channel's new version: none when it is a list that
         grew by the tasks' writes (``refs`` gets the reference), the items appended to
@@ -151,13 +159,11 @@ class Writes(Reads):
             added = value[len(earlier) :]
             meta = {"base": str(base), "bx": channel in seen.extended, "k": len(earlier)}
             extended.add(channel)
-            if (found := self._written(added, channel, tasks)) is not None:
-                refs[channel] = {"v": str(version), **meta, "w": found}
+            if (used := self._written(added, channel, tasks)) is not None:
+                found = [[w.key, w.place] for w in used]
+                refs[channel] = ({"v": str(version), **meta, "w": found}, used, added)
                 return []
-            meta["t"], body = encode(self.serde, added, f"channel {channel!r}", run)
-            kind = extensions_kind(ns, channel)
-            sealed = records(str(version), meta, body, codec=self.codec(), run_id=run, kind_=kind)
-            return [Append(run, r, kind, quiet=True) for r in sealed]
+            return self._extension(run, ns, channel, str(version), meta, added)
         extended.discard(channel)
         t, body = encode(self.serde, value, f"channel {channel!r}", run)
         kind = blobs_kind(ns)
@@ -165,9 +171,22 @@ class Writes(Reads):
         sealed = records(key, {"t": t}, body, codec=self.codec(), run_id=run, kind_=kind)
         return [Append(run, r, kind, quiet=True) for r in sealed]
 
-    def _written(self, added: list[Any], channel: str, tasks: list[Written]) -> list[Any] | None:
-        """``added`` as the writes to ``channel`` it is, in the order LangGraph applied
-        them ([[write key, place], ...]), or None when it is not exactly them as stored."""
+    def _extension(  # noqa: PLR0917 - where, and what
+        self, run: str, ns: str, channel: str, version: str, meta: dict[str, Any], added: Any
+    ) -> list[Append]:
+        """The records of the items ``added`` to a list at ``version`` (``meta``: the
+        version it extends, whether that is an extension too, its length)."""
+        meta = {**meta, "t": ""}
+        meta["t"], body = encode(self.serde, added, f"channel {channel!r}", run)
+        kind = extensions_kind(ns, channel)
+        sealed = records(version, meta, body, codec=self.codec(), run_id=run, kind_=kind)
+        return [Append(run, r, kind, quiet=True) for r in sealed]
+
+    def _written(
+        self, added: list[Any], channel: str, tasks: list[Written]
+    ) -> list[Written] | None:
+        """The writes to ``channel`` that ``added`` is, in the order LangGraph applied
+        them, or None when it is not exactly them as stored."""
         mine = sorted((w for w in tasks if w.channel == channel), key=lambda w: w.order)
         if not mine or sum(w.size for w in mine) != len(added):
             return None
@@ -180,7 +199,7 @@ class Writes(Reads):
                     return None
             except Exception:  # not encodable as a list: stored on its own, and refused there
                 return None
-        return [[w.key, w.place] for w in mine]
+        return mine
 
     def _parent(self, run: str, ns: str, parent: str | None) -> Generator[Request, Any, Seen]:
         if parent is None:
@@ -235,19 +254,30 @@ class Writes(Reads):
         what = f"a write of task {task_id!r} (channels {[c for c, _ in writes]})"
         meta["t"], body = encode(self.serde, [v for _, v in writes], what, run)
         *chunks, head = records(key, meta, body, codec=self.codec(), run_id=run, kind_=kind)
-        for chunk in chunks:
-            yield from append(Append(run, chunk, kind))
         if special:
+            for chunk in chunks:
+                yield from append(Append(run, chunk, kind))
             yield Put(run, head, kind)
             return
-        if not (yield from append(Append(run, head, kind, quiet=True))):
-            return
-        # As stored, for the next checkpoint to refer to (``_written``).
+        # Known before it is stored, so that a put running meanwhile (LangGraph sends a
+        # task's writes and the next checkpoint at once) can refer to it: it waits.
         known = self.memory.writes.get((run, ns, cid), [])
+        mine = []
         for place, ((channel, value), i) in enumerate(zip(writes, idx, strict=True)):
             as_list = value if type(value) is list else [value]
             with contextlib.suppress(Exception):  # encoded just now: it does not fail
                 typed = self.serde.dumps_typed(as_list)
                 order = writes_sort_key(task_path, task_id, i)
-                known.append(Written(order, channel, key, place, len(as_list), typed))
+                mine.append(Written(order, channel, key, place, len(as_list), typed))
+        known += mine
         self.memory.remember(self.memory.writes, (run, ns, cid), known)
+        try:
+            for chunk in chunks:
+                yield from append(Append(run, chunk, kind))
+            # A record there already (a task run again) may not be this one: not referred to.
+            ok = yield from append(Append(run, head, kind, quiet=True))
+            for w in mine:
+                w.ok = ok
+        finally:
+            for w in mine:
+                w.stored.set()
