@@ -37,8 +37,8 @@ import re
 import shutil
 import threading
 from bisect import bisect_left, bisect_right, insort
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...seam.errors import corrupt_error
