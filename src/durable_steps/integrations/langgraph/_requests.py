@@ -5,8 +5,8 @@ as programs) and its blocking and async methods.
 Each request is one call of a store's method (``call``: its name and arguments), so a
 driver is a lookup: ``getattr(store, name)(*args)``, awaited for an ``AsyncStore``.
 The loop that sends each result back into a program (or throws its exception in) is
-the runner's (``runner.requests.execute``/``execute_async``): one loop for every
-program of the library. Only the listing of runs (an iterator, an async one) and a
+``_next``'s, shared by both (the runner's own, which integrations do not import).
+Only the listing of runs (an iterator, an async one) and a
 ``Wait`` for another program's write (a thread's event, polled in an event loop) differ.
 """
 
@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 
 from ... import ConflictError
 from ...backend import AsyncStore, Checkpoint, Item, Store
-from ...runner.requests import execute, execute_async
 
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 WAIT = 60.0
@@ -144,6 +143,20 @@ def append(request: Append) -> Generator[Request, Any, bool]:
     return True
 
 
+class _Done(Exception):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _next(program: Program, value: Any, failure: BaseException | None) -> Request:
+    """The program's next request, given the last one's result or exception; ``_Done``
+    with its result when it ended."""
+    try:
+        return program.send(value) if failure is None else program.throw(failure)
+    except StopIteration as stop:
+        raise _Done(stop.value) from None
+
+
 def run_blocking(program: Program, store: Store) -> Any:
     """``program`` carried out with a blocking store's calls."""
 
@@ -156,7 +169,18 @@ def run_blocking(program: Program, store: Store) -> Any:
         name, args, kwargs = request.call()
         return getattr(store, name)(*args, **kwargs)
 
-    return execute(program, do)
+    value: Any = None
+    failure: BaseException | None = None
+    try:
+        while True:
+            request = _next(program, value, failure)
+            value, failure = None, None
+            try:
+                value = do(request)
+            except Exception as exc:  # handed to the program, which decides
+                failure = exc
+    except _Done as done:
+        return done.value
 
 
 async def run_async(program: Program, store: AsyncStore) -> Any:
@@ -175,4 +199,15 @@ async def run_async(program: Program, store: AsyncStore) -> Any:
         name, args, kwargs = request.call()
         return await getattr(store, name)(*args, **kwargs)
 
-    return await execute_async(program, do)
+    value: Any = None
+    failure: BaseException | None = None
+    try:
+        while True:
+            request = _next(program, value, failure)
+            value, failure = None, None
+            try:
+                value = await do(request)
+            except Exception as exc:  # handed to the program, which decides
+                failure = exc
+    except _Done as done:
+        return done.value

@@ -37,7 +37,7 @@ import re
 import shutil
 import threading
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,29 +87,17 @@ class ItemLogs:
         if new:
             make_dir(path.parent)
             self._made.add(str(path.parent))
-        fd = create_private(str(path))
-        try:
-            platform.current.lock(fd)
-            try:
-                with self._lock:
-                    index = self._refresh(fd, str(path), run_id, writer=True)
-                    if create and key in index.places:
-                        raise item_exists(run_id, kind, key)
-                    start = index.size
-                    write_at(fd, start, record)
-                    try:
-                        platform.current.sync_data(fd)
-                    except BaseException:
-                        with contextlib.suppress(OSError):
-                            os.ftruncate(fd, start)
-                        raise
-                    body_end = start + len(record) - runfile.TAIL
-                    self._place(index, key, body_end - len(raw), body_end)
-                    index.size = start + len(record)
-            finally:
-                platform.current.unlock(fd)
-        finally:
-            os.close(fd)
+
+        def write(index: _Index) -> bytes:
+            if create and key in index.places:
+                raise item_exists(run_id, kind, key)
+            return record
+
+        def written(index: _Index, start: int) -> None:
+            body_end = start + len(record) - runfile.TAIL
+            self._place(index, key, body_end - len(raw), body_end)
+
+        self._append(create_private(str(path)), str(path), run_id, write, written)
         if new:
             platform.current.sync_dir(str(path.parent))  # the log itself survives a power cut
         return len(record)
@@ -121,29 +109,48 @@ class ItemLogs:
         fd = open_existing(path, os.O_RDWR)
         if fd is None:
             return
+        gone: list[str] = []
+
+        def write(index: _Index) -> bytes:
+            gone.extend(k for k in dict.fromkeys(keys) if k in index.places)
+            meta = (json.dumps({"k": k, "x": 1}).encode() for k in gone)
+            return b"".join(runfile.frame(m, b"null", _NO_ETAG) for m in meta)
+
+        def written(index: _Index, start: int) -> None:
+            for k in gone:
+                self._forget(index, k)
+
+        self._append(fd, str(path), run_id, write, written)
+
+    def _append(
+        self,
+        fd: int,
+        name: str,
+        run_id: str,
+        write: Callable[[_Index], bytes],
+        written: Callable[[_Index, int], None],
+    ) -> None:
+        """Under the log's lock, with its index brought up to date: append what
+        ``write`` makes of the index (nothing: no write), synced (cut off again when the
+        sync fails), then tell ``written`` where it went. Closes ``fd``."""
         try:
             platform.current.lock(fd)
             try:
                 with self._lock:
-                    index = self._refresh(fd, str(path), run_id, writer=True)
-                    gone = [k for k in dict.fromkeys(keys) if k in index.places]
-                    if not gone:
+                    index = self._refresh(fd, name, run_id, writer=True)
+                    data = write(index)
+                    if not data:
                         return
-                    records = b"".join(
-                        runfile.frame(json.dumps({"k": k, "x": 1}).encode(), b"null", _NO_ETAG)
-                        for k in gone
-                    )
                     start = index.size
-                    write_at(fd, start, records)
+                    write_at(fd, start, data)
                     try:
                         platform.current.sync_data(fd)
                     except BaseException:
                         with contextlib.suppress(OSError):
                             os.ftruncate(fd, start)
                         raise
-                    for k in gone:
-                        self._forget(index, k)
-                    index.size = start + len(records)
+                    written(index, start)
+                    index.size = start + len(data)
             finally:
                 platform.current.unlock(fd)
         finally:
