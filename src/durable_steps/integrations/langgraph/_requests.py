@@ -5,7 +5,8 @@ as programs) and its blocking and async methods.
 Each request is one call of a store's method (``call``: its name and arguments), so a
 driver is a lookup: ``getattr(store, name)(*args)``, awaited for an ``AsyncStore``.
 The loop that sends each result back into a program (or throws its exception in) is
-``_next``'s, shared by both (the runner's own, which integrations do not import).
+one, ``_drive``, for both: the blocking driver's ``do`` never suspends, so its loop
+ends in one step (integrations do not import the runner's loop).
 Only the listing of runs (an iterator, an async one) and a
 ``Wait`` for another program's write (a thread's event, polled in an event loop) differ.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, NamedTuple
 
 from ... import ConflictError
@@ -143,24 +144,31 @@ def append(request: Append) -> Generator[Request, Any, bool]:
     return True
 
 
-class _Done(Exception):
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _next(program: Program, value: Any, failure: BaseException | None) -> Request:
-    """The program's next request, given the last one's result or exception; ``_Done``
-    with its result when it ended."""
+async def _drive(program: Program, do: Callable[[Request], Awaitable[Any]]) -> Any:
+    """``program`` to its end: each request done with ``do``, its result sent back in
+    (its exception thrown in: the program decides)."""
+    value: Any = None
+    failure: BaseException | None = None
     try:
-        return program.send(value) if failure is None else program.throw(failure)
-    except StopIteration as stop:
-        raise _Done(stop.value) from None
+        while True:
+            try:
+                request = program.send(value) if failure is None else program.throw(failure)
+            except StopIteration as stop:
+                return stop.value
+            value, failure = None, None
+            try:
+                value = await do(request)
+            except Exception as exc:
+                failure = exc
+    finally:  # cut short (cancelled): its cleanup runs now (a put waiting on it is told)
+        program.close()
 
 
 def run_blocking(program: Program, store: Store) -> Any:
-    """``program`` carried out with a blocking store's calls."""
+    """``program`` carried out with a blocking store's calls: the one loop (``_drive``),
+    whose ``do`` never suspends, run to its end in one step."""
 
-    def do(request: Request) -> Any:
+    async def do(request: Request) -> Any:
         if isinstance(request, ListRuns):
             return [info.run_id for info in store.list_runs(workflow=request.workflow)]
         if isinstance(request, Wait):
@@ -169,18 +177,13 @@ def run_blocking(program: Program, store: Store) -> Any:
         name, args, kwargs = request.call()
         return getattr(store, name)(*args, **kwargs)
 
-    value: Any = None
-    failure: BaseException | None = None
+    driving = _drive(program, do)
     try:
-        while True:
-            request = _next(program, value, failure)
-            value, failure = None, None
-            try:
-                value = do(request)
-            except Exception as exc:  # handed to the program, which decides
-                failure = exc
-    except _Done as done:
-        return done.value
+        driving.send(None)
+    except StopIteration as stop:
+        return stop.value
+    driving.close()
+    raise AssertionError("a blocking driver's step suspended")  # pragma: no cover
 
 
 async def run_async(program: Program, store: AsyncStore) -> Any:
@@ -199,15 +202,4 @@ async def run_async(program: Program, store: AsyncStore) -> Any:
         name, args, kwargs = request.call()
         return await getattr(store, name)(*args, **kwargs)
 
-    value: Any = None
-    failure: BaseException | None = None
-    try:
-        while True:
-            request = _next(program, value, failure)
-            value, failure = None, None
-            try:
-                value = await do(request)
-            except Exception as exc:  # handed to the program, which decides
-                failure = exc
-    except _Done as done:
-        return done.value
+    return await _drive(program, do)
