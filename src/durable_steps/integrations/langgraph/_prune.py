@@ -9,7 +9,8 @@ defined by a reference to a removed checkpoint's writes, or by a removed record'
 reference -- so before anything is removed, each such list is written whole under
 its version, and the staying checkpoint's record is rewritten to read it whole (only
 its clear fields: which channels are extended; the sealed payload is kept as it is).
-Order: whole values, rewritten records, then the removals; a crash in between leaves
+A small value kept in a removed checkpoint's record (``INLINE``) is written whole
+the same way. Order: whole values, rewritten records, then the removals; a crash in between leaves
 every staying checkpoint readable. Channel values no staying checkpoint names are
 left in place (they go with the thread): removing them would need a walk of every
 checkpoint's versions, and they cost storage only.
@@ -97,16 +98,32 @@ class Removals(Writes):
             value = yield from self.extended(run, ns, channel, str(versions[channel]), uses)
             if not uses & removed:
                 continue
-            t, body = encode(self.serde, value, f"channel {channel!r}", run)
-            key, bkind = blob_key(channel, versions[channel]), blobs_kind(ns)
-            for record in records(key, {"t": t}, body, codec=self.codec(), run_id=run, kind_=bkind):
-                yield from append(Append(run, record, bkind, quiet=True))
+            yield from self._write_whole(run, ns, channel, versions[channel], value)
             whole.append(channel)
-        if not whole:
+        at = dict(head.value.get("at", {}))
+        for channel, key in list(at.items()):
+            if key not in removed:
+                continue
+            found, value = yield from self.inline(run, ns, group, cp, key, channel)
+            if found:
+                yield from self._write_whole(run, ns, channel, versions[channel], value)
+            del at[channel]
+        if not whole and at == head.value.get("at", {}):
             return
         meta = dict(head.value)
         meta["x"] = [c for c in meta.get("x", ()) if c not in whole]
         refs = {c: d for c, d in meta.pop("xs", {}).items() if c not in whole}
         if refs:
             meta["xs"] = refs
+        meta.pop("at", None)
+        if at:
+            meta["at"] = at
         yield Put(run, Item(head.key, meta), checkpoints_kind(ns))
+
+    def _write_whole(
+        self, run: str, ns: str, channel: str, version: Any, value: Any
+    ) -> Generator[Request, Any, None]:
+        t, body = encode(self.serde, value, f"channel {channel!r}", run)
+        key, kind = blob_key(channel, version), blobs_kind(ns)
+        for record in records(key, {"t": t}, body, codec=self.codec(), run_id=run, kind_=kind):
+            yield from append(Append(run, record, kind, quiet=True))

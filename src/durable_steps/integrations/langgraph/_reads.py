@@ -53,6 +53,8 @@ class Seen(NamedTuple):
 
     versions: dict[str, Any]
     extended: frozenset[str]
+    inline: dict[str, str]
+    """Channel -> the key of the checkpoint whose record holds its value (``INLINE``)."""
 
 
 @dataclass
@@ -219,17 +221,25 @@ class Reads:
         versions = checkpoint["channel_versions"]
         extended = set(head.value.get("x", ()))
         values: dict[str, Any] = {}
+        at: dict[str, str] = head.value.get("at", {})
         for channel, version in versions.items():
             if channel in extended:
                 values[channel] = yield from self.extended(run, ns, channel, str(version))
                 continue
-            found, value = yield from self.whole(run, ns, channel, version)
+            if channel in at:
+                found, value = yield from self.inline(
+                    run, ns, group, checkpoint, at[channel], channel
+                )
+            else:
+                found, value = False, None
+            if not found:
+                found, value = yield from self.whole(run, ns, channel, version)
             if found:
                 values[channel] = value
         checkpoint["channel_values"] = values
         cid = checkpoint_id_of(head.key)
         self.memory.remember(
-            self.memory.seen, (run, ns, cid), Seen(dict(versions), frozenset(extended))
+            self.memory.seen, (run, ns, cid), Seen(dict(versions), frozenset(extended), dict(at))
         )
         by_key = {i.key: i.value for i in group}
         writes = []
@@ -263,6 +273,21 @@ class Reads:
             ),
             pending_writes=[w for _, w in writes],
         )
+
+    def inline(  # noqa: PLR0917 - where, and what
+        self, run: str, ns: str, group: list[Item], cp: dict[str, Any], key: str, channel: str
+    ) -> Generator[Request, Any, tuple[bool, Any]]:
+        """A small value kept in the record of the checkpoint ``key`` (this one's, ``cp``,
+        or an earlier one's); not found: that checkpoint was removed, and the value was
+        written whole (``_prune``)."""
+        if key == group[0].key:
+            own = cp.get("channel_values") or {}
+            return channel in own, own.get(channel)
+        other = yield from self.group(run, ns, key)
+        if other is None:
+            return False, None
+        values = self.checkpoint(run, ns, other)[0].get("channel_values") or {}
+        return channel in values, values.get(channel)
 
     def write_values(self, run: str, ns: str, head: Item, by_key: dict[str, Any]) -> list[Any]:
         """The values of one write record (a task's call of ``put_writes``)."""

@@ -46,6 +46,10 @@ from ._layout import (
 from ._reads import Reads, Seen, Written, writes_sort_key
 from ._requests import Append, LoadHead, Program, Put, Request, SaveHead, SaveRun, Wait, append
 
+INLINE = 512
+"""A changed channel's value up to this size (encoded) is kept in the checkpoint's own
+record (a trigger, a counter, a short string): a superstep is then the tasks' writes
+and the checkpoint, one append each. Lists are not (a later version may extend them)."""
 TOUCH = 600.0
 """Seconds between two moves of a thread's time by one saver: a thread expires (the
 store's ``finished_ttl``) that long after its last checkpoint, to within this."""
@@ -75,13 +79,19 @@ class Writes(Reads):
         writes: list[Append] = []
         refs: dict[str, tuple[dict[str, Any], list[Written], list[Any]]] = {}
         lists: dict[tuple[str, str, str, str], list[Any]] = {}
+        inline: dict[str, Any] = {}
         for channel, version in new_versions.items():
             writes += self._channel(
                 run, ns, channel, version, values=values, seen=seen, extended=extended,
-                lists=lists, tasks=tasks, refs=refs,
+                lists=lists, tasks=tasks, refs=refs, inline=inline,
             )  # fmt: skip
+        at = {ch: k for ch, k in seen.inline.items() if ch not in new_versions}
+        at.update(dict.fromkeys(inline, ckey))
+        c["channel_values"] = inline
         md = get_serializable_checkpoint_metadata(config, metadata)
         meta: dict[str, Any] = {"id": cid, "parent": parent, "x": sorted(extended), "t": ""}
+        if at:
+            meta["at"] = at
         meta["t"], body = encode(
             self.serde, {"checkpoint": c, "metadata": md}, "the checkpoint", run
         )
@@ -119,7 +129,9 @@ class Writes(Reads):
         self.memory.threads.setdefault(run, time.monotonic())
         self.memory.namespaces.add((run, ns))
         self.memory.remember(
-            self.memory.seen, (run, ns, cid), Seen(dict(c["channel_versions"]), frozenset(extended))
+            self.memory.seen,
+            (run, ns, cid),
+            Seen(dict(c["channel_versions"]), frozenset(extended), at),
         )
         for key, value in lists.items():
             self.memory.remember(self.memory.lists, key, value)
@@ -138,6 +150,7 @@ class Writes(Reads):
         lists: dict[tuple[str, str, str, str], list[Any]],
         tasks: list[Written],
         refs: dict[str, tuple[dict[str, Any], list[Written], list[Any]]],
+        inline: dict[str, Any],
     ) -> list[Append]:
         """The appends that store one channel's new version: none when it is a list that
         grew by the tasks' writes (``refs`` gets the reference), the items appended to
@@ -166,6 +179,9 @@ class Writes(Reads):
             return self._extension(run, ns, channel, str(version), meta, added)
         extended.discard(channel)
         t, body = encode(self.serde, value, f"channel {channel!r}", run)
+        if len(body) <= INLINE and type(value) is not list:  # a list may be extended later
+            inline[channel] = value
+            return []
         kind = blobs_kind(ns)
         key = blob_key(channel, version)
         sealed = records(key, {"t": t}, body, codec=self.codec(), run_id=run, kind_=kind)
@@ -203,14 +219,18 @@ class Writes(Reads):
 
     def _parent(self, run: str, ns: str, parent: str | None) -> Generator[Request, Any, Seen]:
         if parent is None:
-            return Seen({}, frozenset())
+            return Seen({}, frozenset(), {})
         if (seen := self.memory.seen.get((run, ns, parent))) is not None:
             return seen
         group = yield from self.group(run, ns, checkpoint_key(parent))
         if group is None:
-            return Seen({}, frozenset())
+            return Seen({}, frozenset(), {})
         cp, _ = self.checkpoint(run, ns, group)
-        seen = Seen(dict(cp["channel_versions"]), frozenset(group[0].value["x"]))
+        seen = Seen(
+            dict(cp["channel_versions"]),
+            frozenset(group[0].value["x"]),
+            dict(group[0].value.get("at", {})),
+        )
         self.memory.remember(self.memory.seen, (run, ns, parent), seen)
         return seen
 
