@@ -36,7 +36,10 @@ read, and a head-only write when it is older), with everything it holds.
 - ``lg.b.<ns>``: a channel's value under ``<channel> <version>``, written once per
   version -- a checkpoint names the versions of its channels and stores only those
   that changed (``new_versions``), as LangGraph's own savers do with their blobs; a
-  version without a value (a trigger consumed) is not written at all;
+  version without a value (a trigger consumed) is not written at all, and a small one
+  (``_writes.INLINE``: a trigger, a counter) is kept in the checkpoint's own record
+  (its head's ``at`` says which checkpoint holds each such value), so a superstep is
+  the tasks' writes and the checkpoint -- two appends;
 - a list channel that grew by appending (``add_messages``, ``operator.add``) is stored
   as the items appended, naming the version it extends: when they are exactly what the
   superstep's tasks wrote (as the serializer wrote them), as a reference in the next
