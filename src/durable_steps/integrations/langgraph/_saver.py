@@ -21,8 +21,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...backend import AsyncStore, Codec, Store, ThreadedStore
 from ._copy import copy_thread
+from ._memory import Memory
 from ._prune import Removals
-from ._reads import Memory
 from ._requests import Program, run_async, run_blocking
 
 

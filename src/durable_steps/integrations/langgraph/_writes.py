@@ -43,7 +43,8 @@ from ._layout import (
     records,
     thread_run,
 )
-from ._reads import Reads, Seen, Written, writes_sort_key
+from ._memory import Seen, Written
+from ._reads import Reads, writes_sort_key
 from ._requests import Append, LoadHead, Program, Put, Request, SaveHead, SaveRun, Wait, append
 
 INLINE = 512
