@@ -4,7 +4,7 @@ overrides what it breaks."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import durable_steps as ds
@@ -53,6 +53,9 @@ class Around(ds.Store):
     ) -> list[Any]:
         return self.inner.read_items(run_id, kind, after=after, limit=limit)
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        self.inner.delete_items(run_id, kind, keys)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -97,6 +100,9 @@ class AroundAsync(ds.AsyncStore):
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Any]:
         return await self.inner.read_items(run_id, kind, after=after, limit=limit)
+
+    async def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        await self.inner.delete_items(run_id, kind, keys)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -125,7 +125,7 @@ def test_large_values_are_sealed_in_chunks_and_tampering_is_corruption(place: Ra
     big = os.urandom(200_000).hex() + SECRET  # incompressible: several items sealed
     cp = empty_checkpoint()
     cp["channel_values"], cp["channel_versions"] = (
-        {"doc": big, "a": 1, "b": 2},
+        {"doc": big, "a": "1" * 600, "b": "2" * 600},  # over INLINE: records of their own
         {
             "doc": 1,
             "a": 1,
@@ -136,7 +136,7 @@ def test_large_values_are_sealed_in_chunks_and_tampering_is_corruption(place: Ra
     saver.put_writes(stored, [("doc", SECRET * 3)], "task-1")
     found = DurableSaver(store).get_tuple(cfg)
     assert found is not None
-    assert found.checkpoint["channel_values"] == {"doc": big, "a": 1, "b": 2}
+    assert found.checkpoint["channel_values"] == {"doc": big, "a": "1" * 600, "b": "2" * 600}
     assert found.pending_writes == [("task-1", "doc", SECRET * 3)]
     assert not leaks(place.everything(), SECRET)
 

@@ -1,7 +1,7 @@
 """``DurableSaver`` passes LangGraph's own judge, ``langgraph-checkpoint-conformance``:
 every base capability (put, put_writes, get_tuple, list, delete_thread) and every
-extended one it detects (copy_thread), on every backend, blocking stores and async
-ones, and with the codec on (the ``+aes`` backends)."""
+extended one the suite knows (copy_thread, prune, delete_for_runs), on every backend,
+blocking stores and async ones, and with the codec on (the ``+aes`` backends)."""
 
 from __future__ import annotations
 
@@ -37,5 +37,6 @@ def test_the_conformance_suite_passes(backend: Backend, loop: asyncio.AbstractEv
         assert result.detected and result.passed, (cap.value, result)
         assert result.tests_passed > 0
     assert report.passed_all_base(), report
-    copied = report.results[Capability.COPY_THREAD.value]
-    assert copied.detected and copied.passed and copied.tests_passed > 0, copied
+    for cap in (Capability.COPY_THREAD, Capability.PRUNE, Capability.DELETE_FOR_RUNS):
+        result = report.results[cap.value]
+        assert result.detected and result.passed and result.tests_passed > 0, (cap, result)

@@ -87,3 +87,24 @@ def test_items_go_with_their_run_and_are_not_listed(backend: Backend, run_id: st
     assert store.read_items(run_id, "events") == []
     store.append_item(run_id, KIND, offset_key(0), "new life")  # the same key is free again
     assert [i.value for i in store.read_items(run_id, KIND)] == ["new life"]
+
+
+def test_delete_items_removes_those_keys_only(backend: Backend, run_id: str) -> None:
+    """delete_items removes the keys named (a key not there is no error), leaves the
+    others and other kinds; a removed key can be appended again; a fresh look at the
+    store (another process's) sees the same."""
+    store = backend.store
+    for offset in range(4):
+        store.append_item(run_id, KIND, offset_key(offset), offset)
+    store.put_item(run_id, "events", offset_key(1), "other kind")
+    store.delete_items(run_id, KIND, [offset_key(1), offset_key(3), "not-there"])
+    store.delete_items(run_id, KIND, [])
+    store.delete_items(f"{run_id}-none", KIND, [offset_key(0)])
+    assert [i.value for i in store.read_items(run_id, KIND)] == [0, 2]
+    assert [i.value for i in store.read_items(run_id, KIND, after=offset_key(0))] == [2]
+    assert [i.value for i in store.read_items(run_id, "events")] == ["other kind"]
+    store.append_item(run_id, KIND, offset_key(1), "again")
+    assert [i.value for i in store.read_items(run_id, KIND)] == [0, "again", 2]
+    if backend.path is not None:  # a file store opened afresh reads the log from its start
+        with ds.FileStore(backend.path) as fresh:
+            assert [i.value for i in fresh.read_items(run_id, KIND)] == [0, "again", 2]

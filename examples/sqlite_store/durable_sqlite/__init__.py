@@ -20,7 +20,7 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,11 @@ class SqliteStore(Store):
             check_run_id(run_id), kind, after or "", -1 if limit is None else limit,
         )  # fmt: skip
         return [Item(k, json.loads(bytes(v))) for k, v in rows]
+
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._query("DELETE FROM items WHERE run_id = ? AND kind = ? AND key = ?",
+                        check_run_id(run_id), kind, key)  # fmt: skip
 
 
 def _info(run_id: str, doc: bytes, where: str) -> RunInfo:

@@ -7,9 +7,11 @@ integrations themselves."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import weakref
 from collections import deque
+from collections.abc import AsyncIterator
 from hashlib import sha256
 from typing import Any
 
@@ -91,3 +93,32 @@ class Channel:
         while not self.events and not self.ended:
             self.changed.clear()
             await self.changed.wait()
+
+    async def drain(self) -> AsyncIterator[Any]:
+        """Each event as it comes, until the call ended and every event was taken."""
+        while True:
+            await self.wait()
+            while self.events:
+                yield self.events.popleft()
+            if self.ended:
+                return
+
+
+@contextlib.asynccontextmanager
+async def settled(call: asyncio.Future[Any]) -> AsyncIterator[None]:
+    """Around a caller's reading of a streamed call (running in ``call``): a reader
+    that stops early (closed, cancelled) lets the call finish and record, as a save is
+    let finish -- a lost lease or a cancelled run ends it at its next append; any other
+    exception (a crash) cancels the call, which then records nothing."""
+    try:
+        yield
+    except (asyncio.CancelledError, GeneratorExit):
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(call)
+        raise
+    except BaseException:
+        call.cancel()
+        with contextlib.suppress(BaseException):
+            await call
+        raise

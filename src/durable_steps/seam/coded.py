@@ -138,6 +138,9 @@ class CodedStore(_Around[Store], Store):
     ) -> list[Item]:
         return self.inner.read_items(run_id, kind, after=after, limit=limit)
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        self.inner.delete_items(run_id, kind, keys)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -197,6 +200,9 @@ class AsyncCodedStore(_Around[AsyncStore], AsyncStore):
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Item]:
         return await self.inner.read_items(run_id, kind, after=after, limit=limit)
+
+    async def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        await self.inner.delete_items(run_id, kind, keys)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -221,6 +221,13 @@ class Store(ABC):
         order, at most ``limit``; each value a fresh plain copy. None: the run has none."""
         raise no_items(self.kind, run_id, kind)
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        """Remove the items ``keys`` of the run's ``kind`` (a key not there is no error):
+        for a caller that keeps some of a run's items and drops others (a LangGraph
+        thread's pruned checkpoints). Durable once it returns; a crash during it may have
+        removed some of them. Optional: without it, a ``StoreError`` that says so."""
+        raise no_items(self.kind, run_id, kind)
+
     @abstractmethod
     def close(self) -> None:
         """Release what the store holds (files, connections); idempotent."""
@@ -332,6 +339,10 @@ class AsyncStore(ABC):
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Item]:
         """``Store.read_items``."""
+        raise no_items(self.kind, run_id, kind)
+
+    async def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        """``Store.delete_items``."""
         raise no_items(self.kind, run_id, kind)
 
     @abstractmethod
@@ -457,6 +468,9 @@ class ThreadedStore(AsyncStore, Generic[S]):
         self, run_id: str, kind: str, *, after: str | None = None, limit: int | None = None
     ) -> list[Item]:
         return await self._do(self.sync.read_items, run_id, kind, after=after, limit=limit)
+
+    async def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        await self._do(self.sync.delete_items, run_id, kind, keys)
 
     async def takeable(self, workflows: Sequence[str], *, at: float) -> AsyncIterator[RunInfo]:
         # The blocking store's own filter (its index), in one worker-thread call.

@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 from bisect import bisect_right, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -230,6 +230,14 @@ class MemoryStore(Store):
             end = len(keys) if limit is None else start + limit
             found = [(k, values[k]) for k in keys[start:end]]
         return [Item(k, json.loads(raw)) for k, raw in found]
+
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        checked(run_id, kind)
+        with self._lock:
+            kept, values = self._items.get(run_id, {}).get(kind, ([], {}))
+            gone = {k for k in keys if values.pop(k, None) is not None}
+            if gone:
+                kept[:] = [k for k in kept if k not in gone]
 
     def close(self) -> None:
         """Nothing to release; present so every store closes alike."""

@@ -36,12 +36,18 @@ read, and a head-only write when it is older), with everything it holds.
 - ``lg.b.<ns>``: a channel's value under ``<channel> <version>``, written once per
   version -- a checkpoint names the versions of its channels and stores only those
   that changed (``new_versions``), as LangGraph's own savers do with their blobs; a
-  version without a value (a trigger consumed) is not written at all;
-- ``lg.x.<ns>.<channel>``: a list channel that grew by appending (``add_messages``,
-  ``operator.add``) is stored as the items appended, under its version, naming the
-  version it extends: a 5 KB message added to a 1 MB conversation sends about 5 KB.
-  Reading it back is one read of the channel's extensions (their sum is about the
-  list's size) and a walk from the version asked for to its base;
+  version without a value (a trigger consumed) is not written at all, and a small one
+  (``_writes.INLINE``: a trigger, a counter) is kept in the checkpoint's own record
+  (its head's ``at`` says which checkpoint holds each such value), so a superstep is
+  the tasks' writes and the checkpoint -- two appends;
+- a list channel that grew by appending (``add_messages``, ``operator.add``) is stored
+  as the items appended, naming the version it extends: when they are exactly what the
+  superstep's tasks wrote (as the serializer wrote them), as a reference in the next
+  checkpoint's record (``xs``: the writes' keys and places) -- the items are sent once,
+  as the task's write; else under its version in ``lg.x.<ns>.<channel>``. A 5 KB
+  message added to a 1 MB conversation sends about 5 KB. Reading it back is one read of
+  the channel's extensions (and of the checkpoints' records when references are met:
+  their sum is about the list's size) and a walk from the version asked for to its base;
 - ``lg.ns``: the thread's namespaces (for a list without one).
 
 A value over an item's size is split in chunks written before the record that names
@@ -59,7 +65,8 @@ top of its checkpoint as they come: a graph resumed after a crash gets them as t
 checkpoint's ``pending_writes`` and runs only the tasks that had not finished.
 
 *Values.* Through LangGraph's serializer (``JsonPlusSerializer``, pickle fallback off;
-or the ``serde`` given), base64 in the item's JSON. *Sealed.* Per-run items are not
+or the ``serde`` given); in the item's JSON its bytes as latin-1 text when they are
+mostly text (about their own size), else base64. *Sealed.* Per-run items are not
 encoded by the store, so the saver puts each record's payload (a checkpoint with its
 metadata, a channel value or extension, a task's writes) through the store's
 ``codec`` itself, as the store's own envelope (``seam.codec``: key id, check value,
@@ -74,16 +81,21 @@ that cannot be encoded, or that a serde would pickle, is ``InvalidStateError`` b
 anything of its checkpoint is written; a stored pickle is never read.
 
 *Sync and async* share one implementation: the saver's operations are programs of
-store requests (``_programs.py``), carried out by a blocking and an async driver
-(``_saver.py``).
+store requests -- reads (``_reads``), writes (``_writes``), removals (``_prune``),
+copies (``_copy``) -- carried out by a blocking and an async driver (``_requests``).
+LangGraph may send a task's writes and the next checkpoint at once (two threads, or
+two tasks): a put that refers to a write this saver is storing waits for it, and
+stores the items itself when that write failed.
+
+*Pruning.* ``prune`` (``keep_latest``, ``delete``) and ``delete_for_runs`` remove
+checkpoints with their writes (``Store.delete_items``); a staying checkpoint whose
+list refers to what goes gets that list written whole first (``_prune``).
 
 *Copies.* ``copy_thread`` writes every record of a thread again under another
 (``_copy.py``): opened and sealed anew, since a sealed record names its thread.
 
-Not supported: the extended capabilities ``delete_for_runs`` and ``prune`` (LangGraph's
-conformance suite detects them as absent: a store removes a run's items only with the
-run, so removing some checkpoints of a thread needs a store operation there is not); a
-checkpoint id that is not LangGraph's (hex digits and ``-``).
+Not supported: a checkpoint id that is not LangGraph's (hex digits and ``-``); ``prune``
+or ``delete_for_runs`` on a store without ``delete_items`` (a ``StoreError`` says so).
 """
 
 from __future__ import annotations

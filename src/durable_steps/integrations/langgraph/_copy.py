@@ -13,6 +13,7 @@ already has is kept, never overwritten. The source is only read.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...backend import Codec, Item
 from ._layout import (
@@ -24,18 +25,20 @@ from ._layout import (
     records,
     thread_run,
 )
-from ._requests import Append, Program, Read, Touch
+from ._requests import Append, Program, Read, append
 
 _RECORD = frozenset({"d", "n", "c", "e"})
 """What ``records`` adds to a record's own fields (its chunking and sealing)."""
 
 
-def copy_thread(codec: Callable[[], Codec | None], source: str, target: str) -> Program:
+def copy_thread(
+    codec: Callable[[], Codec | None], source: str, target: str, touch: Callable[[str, str], Any]
+) -> Program:
     src, dst = thread_run(source), thread_run(target)
     namespaces: list[Item] = yield Read(src, NAMESPACES)
     if not namespaces:
         return None  # nothing to copy: a thread that was never written
-    yield Touch(dst, target)
+    yield from touch(dst, target)
     for marker in namespaces:
         ns = marker.key[1:]
         checkpoints: list[Item] = yield Read(src, checkpoints_kind(ns))
@@ -44,7 +47,7 @@ def copy_thread(codec: Callable[[], Codec | None], source: str, target: str) -> 
             items: list[Item] = yield Read(src, kind)
             yield from _copy(codec(), src, dst, kind, items)
         yield from _copy(codec(), src, dst, checkpoints_kind(ns), checkpoints)
-        yield Append(dst, Item(marker.key, {}), NAMESPACES, quiet=True)
+        yield from append(Append(dst, Item(marker.key, {}), NAMESPACES, quiet=True))
     return None
 
 
@@ -59,4 +62,4 @@ def _copy(codec: Codec | None, src: str, dst: str, kind: str, items: list[Item])
         text = payload(head, by_key, src, codec=codec, kind_=kind)
         meta = {k: v for k, v in head.value.items() if k not in _RECORD}
         for record in records(head.key, meta, text, codec=codec, run_id=dst, kind_=kind):
-            yield Append(dst, record, kind, quiet=True)
+            yield from append(Append(dst, record, kind, quiet=True))

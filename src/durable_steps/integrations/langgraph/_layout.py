@@ -28,7 +28,8 @@ from ...backend import Codec, Item, check_run_id, dumps, is_envelope, place
 WORKFLOW = "langgraph"
 """The workflow name of a thread's run (``list_runs(workflow="langgraph")`` lists threads)."""
 CHUNK = 160_000
-"""Characters of base64 per item: far under the 256 KB an item may hold, in every store."""
+"""Characters of a payload per item: under the 256 KB an item may hold in every store
+(base64; or latin-1 text, which has few characters JSON escapes: ``encode``)."""
 _HEX = "0123456789abcdef"
 _INVERT = str.maketrans(_HEX + _HEX.upper(), _HEX[::-1] + _HEX[::-1])
 _MAX_KIND = 255
@@ -97,7 +98,7 @@ def before(key: str) -> str:
 
 
 def encode(serde: SerializerProtocol, value: Any, what: str, run_id: str) -> tuple[str, str]:
-    """``value`` as LangGraph's serializer writes it (its type, base64 of its bytes), or
+    """``value`` as LangGraph's serializer writes it (its type, its bytes as text), or
     ``InvalidStateError`` when it cannot be written without pickle."""
     try:
         kind_, data = serde.dumps_typed(value)
@@ -116,17 +117,33 @@ def encode(serde: SerializerProtocol, value: Any, what: str, run_id: str) -> tup
             "serializer without pickle fallback (JsonPlusSerializer() is)",
             run_id=run_id,
         )
+    # Mostly text (a message, a document): its bytes as characters, about their own size
+    # in JSON; else base64 (a third more). Which, the type says (``TEXT``).
+    escaped = len(data) - len(data.translate(None, _ESCAPED))
+    if len(data) + 5 * escaped < len(data) * 4 // 3:
+        return TEXT + kind_, data.decode("latin-1")
     return kind_, base64.b64encode(data).decode()
 
 
+TEXT = "l:"
+"""A stored type's mark that its data is the serializer's bytes as latin-1 characters
+(no mark: base64)."""
+_ESCAPED = bytes(range(0x20)) + b'"\\' + bytes(range(0x7F, 0x100))
+"""Bytes that JSON escapes (as ``\\u00XX`` at worst) when written as characters."""
+
+
 def decode(serde: SerializerProtocol, kind_: str, text: str, run_id: str) -> Any:
+    if kind_.startswith(TEXT):
+        kind_, data = kind_[len(TEXT) :], text.encode("latin-1")
+    else:
+        data = base64.b64decode(text)
     if kind_ == "pickle":
         raise CorruptCheckpointError(
             f"thread run {run_id!r}: a stored value is a pickle, which DurableSaver never "
             "reads; delete the thread (delete_thread) or restore it from a backup",
             run_id=run_id,
         )
-    return serde.loads_typed((kind_, base64.b64decode(text)))
+    return serde.loads_typed((kind_, data))
 
 
 _KEYLESS = ValueCodec(compression=Compression())

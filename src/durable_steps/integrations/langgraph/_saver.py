@@ -1,12 +1,10 @@
-"""``DurableSaver``: LangGraph's ``BaseCheckpointSaver`` on a durable-steps store, and
-the two drivers that carry the saver's programs (``_programs``) out -- one with blocking
-calls of a ``Store``, one with awaits of an ``AsyncStore``."""
+"""``DurableSaver``: LangGraph's ``BaseCheckpointSaver`` on a durable-steps store. Each
+method, blocking or async, is one program (``_reads``, ``_writes``, ``_prune``,
+``_copy``) carried out by one of the two drivers of ``_requests``."""
 
 from __future__ import annotations
 
-import contextlib
 import random
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -21,21 +19,11 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ... import ConflictError
-from ...backend import AsyncStore, Checkpoint, Codec, Store, ThreadedStore, evolve
+from ...backend import AsyncStore, Codec, Store, ThreadedStore
 from ._copy import copy_thread
-from ._layout import WORKFLOW
-from ._programs import TOUCH, Programs
-from ._requests import (
-    Append,
-    DeleteRun,
-    ListThreads,
-    Program,
-    Put,
-    Read,
-    Request,
-    Touch,
-)
+from ._memory import Memory
+from ._prune import Removals
+from ._requests import Program, run_async, run_blocking
 
 
 class DurableSaver(BaseCheckpointSaver[str]):
@@ -58,43 +46,21 @@ class DurableSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
         self.store: Store | None = store if isinstance(store, Store) else None
         self.astore: AsyncStore = ThreadedStore(store) if isinstance(store, Store) else store
-        self._programs = Programs(self.serde, self._codec)
+        self._programs = Removals(self.serde, self._codec, Memory())
 
     # -- the drivers ------------------------------------------------------------------
 
     def _run(self, program: Program) -> Any:
-        store = self.store
-        if store is None:
+        if self.store is None:
+            program.close()
             raise TypeError(
                 "DurableSaver on an AsyncStore has only the async methods: run the graph "
                 "with ainvoke/astream, or give DurableSaver the blocking store"
             )
-        value: Any = None
-        failure: BaseException | None = None
-        while True:
-            try:
-                request = program.send(value) if failure is None else program.throw(failure)
-            except StopIteration as stop:
-                return stop.value
-            value, failure = None, None
-            try:
-                value = _sync(store, request)
-            except ConflictError as exc:
-                failure = exc
+        return run_blocking(program, self.store)
 
     async def _arun(self, program: Program) -> Any:
-        value: Any = None
-        failure: BaseException | None = None
-        while True:
-            try:
-                request = program.send(value) if failure is None else program.throw(failure)
-            except StopIteration as stop:
-                return stop.value
-            value, failure = None, None
-            try:
-                value = await _async(self.astore, request)
-            except ConflictError as exc:
-                failure = exc
+        return await run_async(program, self.astore)
 
     # -- BaseCheckpointSaver -------------------------------------------------------------
 
@@ -175,14 +141,34 @@ class DurableSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         await self._arun(self._programs.delete_thread(str(thread_id)))
 
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Each thread's latest checkpoint per namespace kept (``"keep_latest"``), or the
+        whole thread deleted (``"delete"``); what the kept checkpoints need stays. Needs
+        a store with ``delete_items`` (every built-in store has it)."""
+        self._run(self._programs.prune(list(thread_ids), strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._arun(self._programs.prune(list(thread_ids), strategy))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Every checkpoint (with its writes) whose metadata names one of ``run_ids``, in
+        every thread; what the checkpoints that stay need stays."""
+        self._run(self._programs.delete_for_runs(list(run_ids)))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(self._programs.delete_for_runs(list(run_ids)))
+
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Every checkpoint, pending write and value of a thread, under another thread id
         (sealed anew for it when the store has a codec); the source is only read, and a
         record the target has already is kept."""
-        self._run(copy_thread(self._codec, str(source_thread_id), str(target_thread_id)))
+        self._run(self._copy(source_thread_id, target_thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._arun(copy_thread(self._codec, str(source_thread_id), str(target_thread_id)))
+        await self._arun(self._copy(source_thread_id, target_thread_id))
+
+    def _copy(self, source: str, target: str) -> Program:
+        return copy_thread(self._codec, str(source), str(target), self._programs.touch)
 
     def _codec(self) -> Codec | None:
         """The store's codec as it is now (a store's codec may be set after it is made)."""
@@ -196,89 +182,3 @@ class DurableSaver(BaseCheckpointSaver[str]):
         names the version of every channel, and every node's last seen ones)."""
         number = 0 if current is None else int(str(current).split(".")[0])
         return f"{number + 1:012d}.{random.getrandbits(32):08x}"
-
-
-def _new_head(request: Touch) -> Checkpoint:
-    return Checkpoint(
-        run_id=request.run_id,
-        step=-1,
-        state={"thread_id": request.thread_id},
-        status="completed",
-        workflow=WORKFLOW,
-    )
-
-
-def _stale(head: Checkpoint) -> bool:
-    return head.updated_at is None or time.time() - head.updated_at >= TOUCH
-
-
-def _touch(store: Store, request: Touch) -> None:
-    with contextlib.suppress(ConflictError):  # another writer's, meanwhile: as good
-        head = store.load_head(request.run_id)
-        if head is None:
-            store.save(_new_head(request))
-        elif _stale(head):
-            store.save_head(evolve(head, updated_at=None))
-
-
-async def _atouch(store: AsyncStore, request: Touch) -> None:
-    with contextlib.suppress(ConflictError):
-        head = await store.load_head(request.run_id)
-        if head is None:
-            await store.save(_new_head(request))
-        elif _stale(head):
-            await store.save_head(evolve(head, updated_at=None))
-
-
-def _sync(store: Store, request: Request) -> Any:  # noqa: PLR0911 - a case per request
-    match request:
-        case Read(run_id, kind, after, limit):
-            return store.read_items(run_id, kind, after=after, limit=limit)
-        case Append(run_id, item, kind, quiet):
-            try:
-                store.append_item(run_id, kind, item.key, item.value)
-            except ConflictError:
-                if not quiet:
-                    raise
-                return False
-            return True
-        case Put(run_id, item, kind):
-            return store.put_item(run_id, kind, item.key, item.value)
-        case Touch():
-            return _touch(store, request)
-        case DeleteRun(run_id):
-            return store.delete(run_id)
-        case ListThreads():
-            return [
-                run.state.get("thread_id", info.run_id)
-                for info in store.list_runs(workflow=WORKFLOW)
-                if (run := store.load(info.run_id)) is not None
-            ]
-    raise AssertionError(request)  # pragma: no cover
-
-
-async def _async(store: AsyncStore, request: Request) -> Any:  # noqa: PLR0911 - as _sync
-    match request:
-        case Read(run_id, kind, after, limit):
-            return await store.read_items(run_id, kind, after=after, limit=limit)
-        case Append(run_id, item, kind, quiet):
-            try:
-                await store.append_item(run_id, kind, item.key, item.value)
-            except ConflictError:
-                if not quiet:
-                    raise
-                return False
-            return True
-        case Put(run_id, item, kind):
-            return await store.put_item(run_id, kind, item.key, item.value)
-        case Touch():
-            return await _atouch(store, request)
-        case DeleteRun(run_id):
-            return await store.delete(run_id)
-        case ListThreads():
-            threads = []
-            async for info in store.list_runs(workflow=WORKFLOW):
-                if (run := await store.load(info.run_id)) is not None:
-                    threads.append(run.state.get("thread_id", info.run_id))
-            return threads
-    raise AssertionError(request)  # pragma: no cover

@@ -29,7 +29,6 @@ from that last event. Inside a step, the durable model's ``stream_response`` is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
@@ -47,7 +46,7 @@ from openai.types.responses import (
 
 from durable_steps import call_async, write_stream_async
 
-from .._common import Channel
+from .._common import Channel, settled
 from ._recorded import RESPONSE
 
 STREAM: ContextVar[str | None] = ContextVar("durable_steps_openai_stream", default="model")
@@ -141,26 +140,10 @@ async def live_stream(
     call = asyncio.ensure_future(recorded())
     call.add_done_callback(channel.end)
     live = False
-    try:
-        while True:
-            await channel.wait()
-            while channel.events:
-                live = True
-                yield channel.events.popleft()
-            if channel.ended:
-                break
+    async with settled(call):
+        async for event in channel.drain():
+            live = True
+            yield event
         response = call.result()  # raises what failed the call
         if not live:  # replayed: the response as recorded, in the one event it ends with
             yield completed_event(response)
-    except (asyncio.CancelledError, GeneratorExit):
-        # A stream its reader left early: the call is let finish and record, as a save
-        # is. A lost lease or a cancelled run ends it at its next append.
-        while not call.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(call)
-        raise
-    except BaseException:
-        call.cancel()
-        with contextlib.suppress(BaseException):
-            await call
-        raise

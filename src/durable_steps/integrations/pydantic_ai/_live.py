@@ -65,7 +65,7 @@ from pydantic_ai.usage import RequestUsage
 
 from durable_steps import write_stream_async
 
-from .._common import Channel
+from .._common import Channel, settled
 
 Handler = Callable[[RunContext[Any], AsyncIterable[Any]], Awaitable[None]]
 
@@ -148,15 +148,9 @@ class LiveStream(CompletedStreamedResponse):
         return self._event_iterator
 
     async def _live(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        channel = self._channel
-        while True:
-            await channel.wait()
-            while channel.events:
-                event = channel.events.popleft()
-                self._parts_manager.apply_event(event)
-                yield event
-            if channel.ended:
-                break
+        async for event in self._channel.drain():
+            self._parts_manager.apply_event(event)
+            yield event
         done = self._call.result()
         async for _ in done:  # the response as recorded; raises what ended a failed stream
             pass
@@ -209,23 +203,10 @@ class LiveModel(DurableModel):
         finally:
             _CHANNEL.reset(token)
         call.add_done_callback(channel.end)
-        try:
+        async with settled(call):
             await channel.wait()
             if not channel.events:  # replayed, or failed before its first event
                 yield call.result()
             else:
                 yield LiveStream(call, channel, model_request_parameters=model_request_parameters)
             await asyncio.shield(call)  # a caller that stopped reading: the call still records
-        except (asyncio.CancelledError, GeneratorExit):
-            # A stream its consumer left early, closed (or cancelled) by Pydantic AI: the
-            # call is let finish and record, as a save is (and a cancelled append would
-            # cancel the run). A lost lease or a cancelled run ends it at its next append.
-            while not call.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(call)
-            raise
-        except BaseException:
-            call.cancel()
-            with contextlib.suppress(BaseException):
-                await call
-            raise

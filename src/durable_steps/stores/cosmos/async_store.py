@@ -217,6 +217,9 @@ class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncSto
     ) -> list[Item]:
         return await self._do(self._read_items(run_id, kind, after, limit))
 
+    async def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        await self._do(self._delete_items(run_id, kind, keys))
+
     async def _list(self, query: Listing) -> AsyncIterator[RunInfo]:
         if query.done:
             return

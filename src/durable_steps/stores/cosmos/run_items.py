@@ -14,6 +14,8 @@ meets them (it looks at ``seg``), ``delete`` removes them with the run.
   append's own (its nonce: the SDK retried a create whose answer was lost), which is
   success. Never "nothing was written" about a write that landed.
 - ``put_item``: one ``upsert_item``.
+- ``delete_items``: one ``delete_item`` per key, sent together; a key not there (404)
+  is no error.
 - ``read_items``: one single-partition query, ``key > @after ORDER BY c.key``, with
   ``TOP`` when limited: its cost is what it returns, not the stream's length.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from ...seam.errors import ConfigurationError
@@ -48,7 +51,7 @@ def every_item(run_id: str) -> dict[str, Any]:
 
 
 class ItemPrograms(CosmosPrograms):
-    """``append_item``, ``put_item`` and ``read_items`` as programs."""
+    """``append_item``, ``put_item``, ``read_items`` and ``delete_items`` as programs."""
 
     def _write_item(
         self, run_id: str, kind: str, key: str, value: Any, *, create: bool
@@ -106,6 +109,22 @@ class ItemPrograms(CosmosPrograms):
         except AzureError as exc:
             raise translate(exc, self._where) from exc
         return [Item(r["key"], r.get("data")) for r in rows]
+
+    def _delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> Program[None]:
+        checked(run_id, kind)
+        if self.partition_key is None:
+            yield OPEN
+        self._per_run(run_id)
+        calls = [
+            SdkCall("delete_item", {"item": item_id(kind, k), "partition_key": run_id})
+            for k in dict.fromkeys(keys)
+        ]
+        if not calls:
+            return
+        results = yield calls
+        for r in results:
+            if isinstance(r, AzureError) and not missing_item(r):
+                raise translate(r, self._where) from r
 
     def _per_run(self, run_id: str) -> None:
         if not self.layout.segmented:

@@ -245,6 +245,9 @@ class CosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, Store):
     ) -> list[Item]:
         return self._do(self._read_items(run_id, kind, after, limit))
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        self._do(self._delete_items(run_id, kind, keys))
+
     def _list(self, query: Listing) -> Iterator[RunInfo]:
         if query.done:
             return

@@ -4,7 +4,9 @@ Layout. ``items/<run file's stem>/<kind slug>-<hash>.log`` under the store: a ru
 items in a directory of its own (removed with the run), one file per kind. Each item
 is one record, framed as the run file's records are (``runfile.frame``: HEAD, meta,
 body, TAIL with two CRCs), meta ``{"k": key}``, body the value's JSON. An upsert
-(``put_item``) appends too: the later record of a key wins.
+(``put_item``) appends too: the later record of a key wins. A removal
+(``delete_items``) appends a record ``{"k": key, "x": 1}`` per key, all in one write
+and one sync: the key is gone from then on (its bytes stay until the run goes).
 
 Writing: under an exclusive lock of the log file itself (``flock``; across threads
 and processes), the file's new records since this process last looked are indexed,
@@ -34,7 +36,8 @@ import os
 import re
 import shutil
 import threading
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,32 +87,74 @@ class ItemLogs:
         if new:
             make_dir(path.parent)
             self._made.add(str(path.parent))
-        fd = create_private(str(path))
+
+        def write(index: _Index) -> bytes:
+            if create and key in index.places:
+                raise item_exists(run_id, kind, key)
+            return record
+
+        def written(index: _Index, start: int) -> None:
+            body_end = start + len(record) - runfile.TAIL
+            self._place(index, key, body_end - len(raw), body_end)
+
+        self._append(create_private(str(path)), str(path), run_id, write, written)
+        if new:
+            platform.current.sync_dir(str(path.parent))  # the log itself survives a power cut
+        return len(record)
+
+    def delete(self, run_id: str, path: Path, keys: Sequence[str]) -> None:
+        """Append a removal record (meta ``{"k": key, "x": 1}``, body ``null``) for each
+        of ``keys`` the log has, in one write and one sync. The log keeps their bytes
+        until the run is deleted: it is append-only."""
+        fd = open_existing(path, os.O_RDWR)
+        if fd is None:
+            return
+        gone: list[str] = []
+
+        def write(index: _Index) -> bytes:
+            gone.extend(k for k in dict.fromkeys(keys) if k in index.places)
+            meta = (json.dumps({"k": k, "x": 1}).encode() for k in gone)
+            return b"".join(runfile.frame(m, b"null", _NO_ETAG) for m in meta)
+
+        def written(index: _Index, start: int) -> None:
+            for k in gone:
+                self._forget(index, k)
+
+        self._append(fd, str(path), run_id, write, written)
+
+    def _append(
+        self,
+        fd: int,
+        name: str,
+        run_id: str,
+        write: Callable[[_Index], bytes],
+        written: Callable[[_Index, int], None],
+    ) -> None:
+        """Under the log's lock, with its index brought up to date: append what
+        ``write`` makes of the index (nothing: no write), synced (cut off again when the
+        sync fails), then tell ``written`` where it went. Closes ``fd``."""
         try:
             platform.current.lock(fd)
             try:
                 with self._lock:
-                    index = self._refresh(fd, str(path), run_id, writer=True)
-                    if create and key in index.places:
-                        raise item_exists(run_id, kind, key)
+                    index = self._refresh(fd, name, run_id, writer=True)
+                    data = write(index)
+                    if not data:
+                        return
                     start = index.size
-                    write_at(fd, start, record)
+                    write_at(fd, start, data)
                     try:
                         platform.current.sync_data(fd)
                     except BaseException:
                         with contextlib.suppress(OSError):
                             os.ftruncate(fd, start)
                         raise
-                    body_end = start + len(record) - runfile.TAIL
-                    self._place(index, key, body_end - len(raw), body_end)
-                    index.size = start + len(record)
+                    written(index, start)
+                    index.size = start + len(data)
             finally:
                 platform.current.unlock(fd)
         finally:
             os.close(fd)
-        if new:
-            platform.current.sync_dir(str(path.parent))  # the log itself survives a power cut
-        return len(record)
 
     def read(self, run_id: str, path: Path, after: str | None, limit: int | None) -> list[Item]:
         fd = open_existing(path, os.O_RDONLY)
@@ -148,18 +193,27 @@ class ItemLogs:
         o = 0
         while o < len(data) and (rec := runfile.record_at(data, o)) is not None:
             try:
-                key = json.loads(rec.meta)["k"]
+                meta = json.loads(rec.meta)
+                key = meta["k"]
             except (ValueError, KeyError, TypeError):
                 raise corrupt_error(
                     run_id, name, f"an item record at byte {index.size + o} has no key"
                 ) from None
             body_end = index.size + rec.end - runfile.TAIL
-            self._place(index, key, body_end - len(rec.body), body_end)
+            if meta.get("x"):
+                self._forget(index, key)
+            else:
+                self._place(index, key, body_end - len(rec.body), body_end)
             o = rec.end
         index.size += o
         if o < len(data) and writer:  # a torn tail: the append that was not acknowledged
             os.ftruncate(fd, index.size)
         return index
+
+    @staticmethod
+    def _forget(index: _Index, key: str) -> None:
+        if index.places.pop(key, None) is not None:
+            del index.keys[bisect_left(index.keys, key)]
 
     @staticmethod
     def _place(index: _Index, key: str, start: int, end: int) -> None:

@@ -435,6 +435,12 @@ class FileStore(Store):
         with self._io(f"read {kind} items of", run_id, log, ""):
             return self._items.read(run_id, log, after, limit)
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        checked(run_id, kind)
+        log = self._items.log_for(self.file_for(run_id).stem, kind)
+        with self._io(f"delete {kind} items of", run_id, log, ""):
+            self._items.delete(run_id, log, keys)
+
     # -- the rest -----------------------------------------------------------------------
 
     def close(self) -> None:

@@ -121,6 +121,9 @@ class SyncFacade(ds.Store):
     ) -> list[Any]:
         return self._wait(self.aio.read_items(run_id, kind, after=after, limit=limit))
 
+    def delete_items(self, run_id: str, kind: str, keys: Sequence[str]) -> None:
+        self._wait(self.aio.delete_items(run_id, kind, keys))
+
     def listing(self, filters: RunFilter) -> Iterator[ds.RunInfo]:
         return iter(self._wait(_collect(self.aio.listing(filters))))
 
