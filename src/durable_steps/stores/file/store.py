@@ -47,7 +47,7 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
-from ...seam.encoded import Coder, decoded
+from ...seam.encoded import opened, room, sealed
 from ...seam.errors import (
     ConflictError,
     CorruptCheckpointError,
@@ -101,7 +101,7 @@ class FileStore(Store):
     (``ValueCodec``, ``seam.encoded``)."""
 
     kind = "FileStore"
-    encodes_values = True  # a save's change, through seam.encoded's Coder
+    encodes_values = True  # its saves and loads go through seam.encoded, at their edges
     sees_gone_owners = True  # takeable sweeps procs/: a dead process's runs are due now
 
     def __init__(
@@ -118,11 +118,11 @@ class FileStore(Store):
         self.max_state_bytes = state_limit(max_state_bytes)
         self.history = keep(history, keep_last)
         self.finished_ttl = finished_ttl
-        self.codec = codec
+        self.codec = codec  # read by each save and load, so a later store.codec = ... holds
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._writer = Writer(self.path, self.max_state_bytes, self.history)
+        self._writer = Writer(self.path, self.history)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             fresh = not self._runs.is_dir()
@@ -172,15 +172,18 @@ class FileStore(Store):
         doc, etag, known = parse(data, run_id, str(target))
         cp = from_document(doc, run_id, etag, str(target))
         if values:
-            cp = decoded(self.codec, cp)
+            cp = opened(self.codec, cp)
         if known is not None:
             known = known._replace(steps=cp.steps, signals=signals_key(cp.signals))
             self._writer.remember(run_id, known)
         return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        plain, codec = checkpoint, self.codec
+        # bad state fails here, before any I/O; from here on, values as stored
+        checkpoint = sealed(codec, checkpoint, self.max_state_bytes)
         etag = new_etag()
-        doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
+        doc = to_document(checkpoint, etag=etag)
         signals = signals_key(checkpoint.signals)
         target, stripe = self._target(checkpoint.run_id)
         try:
@@ -188,15 +191,15 @@ class FileStore(Store):
                 assert held is not None
                 bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
                 expires = self._expiry.note(target.name, checkpoint, doc["updated_at"])
-                coder = Coder(self.codec, checkpoint.run_id)  # the codec as it is now
-                written = self._writer.save(held, target, checkpoint, doc, signals, coder=coder)
+                limit = room(codec, self.max_state_bytes)
+                written = self._writer.save(held, target, checkpoint, doc, signals, limit=limit)
                 self._due.noted(target.name, bucket, etag)
                 self._expiry.noted(target.name, expires, etag)
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
         self._told(checkpoint)
-        return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+        return evolve(plain, etag=etag, updated_at=doc["updated_at"])
 
     def _told(self, checkpoint: Checkpoint) -> None:
         """After a save: the processes that use the store told what it means to them
@@ -375,7 +378,7 @@ class FileStore(Store):
         walk = self._walk(run_id, step)
         if walk is None:
             return None
-        return checkpoint_at(run_id, *walk.at(run_id))
+        return opened(self.codec, checkpoint_at(run_id, *walk.at(run_id)))
 
     def delete_expired(self, now: float | None = None) -> int:
         """Delete the runs completed more than ``finished_ttl`` seconds ago (their
