@@ -65,6 +65,11 @@ class _Around(Generic[W]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, {self.codec!r})"
 
+    def _sealed(self, cp: Checkpoint) -> Checkpoint:
+        """What the store below is given: measured against ``ROOM`` times the plain
+        limit whatever the codec, so the plain one is checked here always."""
+        return sealed(self.codec, cp, self.max_state_bytes, plain_below=False)
+
 
 class CodedStore(_Around[Store], Store):
     """A blocking store given only encoded values (see the top). ``inner``: the store."""
@@ -75,7 +80,7 @@ class CodedStore(_Around[Store], Store):
         return _opened(self.codec, self.inner.load(run_id))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        stored = self.inner.save(sealed(self.codec, checkpoint, self.max_state_bytes))
+        stored = self.inner.save(self._sealed(checkpoint))
         return _back(checkpoint, stored)
 
     def load_head(self, run_id: str) -> Checkpoint | None:
@@ -132,7 +137,7 @@ class AsyncCodedStore(_Around[AsyncStore], AsyncStore):
         return _opened(self.codec, await self.inner.load(run_id))
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        stored = await self.inner.save(sealed(self.codec, checkpoint, self.max_state_bytes))
+        stored = await self.inner.save(self._sealed(checkpoint))
         return _back(checkpoint, stored)
 
     async def load_head(self, run_id: str) -> Checkpoint | None:

@@ -117,15 +117,20 @@ class Coder:
         return record if stored is result else {**record, "result": stored}
 
 
-def sealed(codec: Codec | None, cp: Checkpoint, limit: int) -> Checkpoint:
+def sealed(
+    codec: Codec | None, cp: Checkpoint, limit: int, *, plain_below: bool = True
+) -> Checkpoint:
     """``cp`` as a store is given it: its values encoded (its change only, when the
     state and journal it was made from were sealed before), the plain size checked
-    against ``limit`` (with a codec; without one the store measures the plain data it
-    is given). ``InvalidStateError``, ``StateTooLargeError``: before any I/O."""
+    against ``limit``. ``plain_below``: without a codec the store measures the plain
+    data it is given against ``limit`` itself (the built-in stores: ``room``); False:
+    the store measures against ``ROOM`` times it whatever the codec (``CodedStore``),
+    so the plain size is checked here in any case. ``InvalidStateError``,
+    ``StateTooLargeError``: before any I/O."""
     if not is_checked(cp.state) or (cp.calls and not is_checked(cp.calls)):
         to_document(cp)  # every check of a save, on the plain checkpoint, first
     coder = Coder(codec, cp.run_id)
-    if codec is None:
+    if codec is None and plain_below:
         _check(coder, cp.state)
         return cp
     state, state_size = _state_twin(coder, cp.state)
@@ -161,11 +166,11 @@ def _state_twin(coder: Coder, state: Mapping[str, Any]) -> tuple[Mapping[str, An
     if not isinstance(state, FrozenState):  # nothing to remember it by: whole
         return {k: coder.value(k, v) for k, v in state.items()}, len(dumps(state))
     twin = state._sealed
-    if twin is None:
+    if twin is None or twin._codec is not coder.codec:
         twin = _changed_twin(coder, state)
     if twin is None:
         twin = stored_state({k: coder.value(k, v) for k, v in state.items()})
-        twin._plain = len(dumps(state))
+        twin._plain, twin._codec = len(dumps(state)), coder.codec
         state._sealed = twin
     _mirror(state, twin)
     if twin._plain is None:  # loaded: measured once
@@ -178,7 +183,7 @@ def _changed_twin(coder: Coder, state: FrozenState) -> FrozenState | None:
     encoded; None when the parent has none."""
     parent, change = state._parent, state._delta
     before = None if parent is None else parent._sealed
-    if parent is None or change is None or before is None:
+    if parent is None or change is None or before is None or before._codec is not coder.codec:
         return None
     _mirror(parent, before)
     if before._plain is None:
@@ -199,7 +204,7 @@ def _changed_twin(coder: Coder, state: FrozenState) -> FrozenState | None:
         values[key] = [*before[key], *items]
     twin = stored_state(values)
     twin._parent, twin._delta = before, Delta(set_, extended, before)
-    twin._plain = before._plain + grown
+    twin._plain, twin._codec = before._plain + grown, coder.codec
     state._sealed = twin
     return twin
 
@@ -211,9 +216,11 @@ def _calls_twin(
     if not isinstance(calls, CallRecords):
         return tuple(coder.record(r) for r in calls), len(dumps(list(calls)))
     twin = calls.sealed
-    if twin is None:
+    if twin is None or twin.codec is not coder.codec:
         base = calls.base
         before = base.sealed if isinstance(base, CallRecords) else None
+        if before is not None and before.codec is not coder.codec:
+            before = None
         if before is not None and base is not None and before.plain is not None:
             added = tuple(coder.record(r) for r in calls.added)
             keys = {call_key(r) for r in added}
@@ -231,7 +238,7 @@ def _calls_twin(
         else:
             twin = call_records(coder.record(r) for r in calls)
             size = len(dumps(list(calls)))
-        twin.plain = size
+        twin.plain, twin.codec = size, coder.codec
         calls.sealed = twin
     assert twin.plain is not None
     return twin, twin.plain
@@ -244,7 +251,7 @@ def opened(codec: Codec | None, cp: Checkpoint) -> Checkpoint:
     if out is cp or codec is None:
         return out
     twin = stored_state(dict(cp.state))
-    twin._stored_as = cp.etag
+    twin._stored_as, twin._codec = cp.etag, codec
     state = Opened(out.state)
     state._sealed = twin
     return evolve(out, state=state)

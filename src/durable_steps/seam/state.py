@@ -114,7 +114,7 @@ class FrozenState(FrozenDict):
     """A run's whole state. Besides its values it remembers the state it was made
     from and the ``Delta`` between the two, until it is stored (``mark_stored``)."""
 
-    __slots__ = ("_delta", "_lengths", "_parent", "_plain", "_sealed", "_stored_as")
+    __slots__ = ("_codec", "_delta", "_lengths", "_parent", "_plain", "_sealed", "_stored_as")
     _parent: FrozenState | None
     _delta: Delta | None
     _stored_as: str | None
@@ -123,6 +123,8 @@ class FrozenState(FrozenDict):
     that the next state's save encodes that state's change only."""
     _plain: int | None
     """Of such an encoded state: the bytes of the plain state's JSON (the size limit's)."""
+    _codec: object
+    """Of such an encoded state: the codec that made it (another one makes its own)."""
     _lengths: dict[str, int] | None
     """Bytes of the JSON of some of its values, noted by a store that encoded them."""
 
@@ -175,7 +177,7 @@ def _state(values: dict[str, Any], height: int | None = None) -> FrozenState:
     if height is None:
         height = max(map(_height, values.values()), default=0) + 1
     s._height = height
-    s._parent = s._delta = s._stored_as = s._lengths = s._sealed = s._plain = None
+    s._parent = s._delta = s._stored_as = s._lengths = s._sealed = s._plain = s._codec = None
     return s
 
 
@@ -279,6 +281,8 @@ class CallRecords(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], .
     """Its records as a store is given them, through the codec (``seam.encoded``)."""
     plain: int | None
     """Of such an encoded journal: the bytes of the plain journal's JSON."""
+    codec: object
+    """Of such an encoded journal: the codec that made it."""
 
     def plus(self, record: Mapping[str, Any]) -> CallRecords:
         """These records with ``record`` (frozen) added, or in place of the one of its
@@ -337,7 +341,7 @@ def call_records(
     """A ``CallRecords`` of frozen records (see there)."""
     new = CallRecords(items)
     new.base, new.added, new.replaced = base, added, replaced
-    new.sealed = new.plain = None
+    new.sealed = new.plain = new.codec = None
     return new
 
 
