@@ -28,7 +28,8 @@ file length, first record's length, step names, signals): a save on top of that
 etag writes only the step names and signals that are new, and trusts the file's end
 from its TAIL alone. When in doubt (another writer, another process), it writes
 them whole and checks the last record in full. What a save writes under the lock is
-``writer``'s.
+``writer``'s. History and retention (``run_history``, ``load_at``, ``delete_expired``,
+``prune_orphans``): ``retention``.
 """
 
 from __future__ import annotations
@@ -49,19 +50,17 @@ from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
 from ...seam.encoded import opened, room, sealed
 from ...seam.errors import (
-    ConflictError,
     CorruptCheckpointError,
     StoreError,
     conflict,
     delete_conflict,
 )
 from ...seam.etags import new_etag
-from ...seam.history import StepRecord, Walk, checkpoint_at, keep
+from ...seam.history import keep
 from ...seam.items import Item, checked, item_json
 from ...seam.lease import owner_gone
 from ...seam.metering import wrote
 from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
-from ...seam.store import ORPHAN_AGE, Store
 from . import history as kept_logs
 from . import listing as runs_listing
 from . import platform
@@ -79,6 +78,7 @@ from .fileio import (
 )
 from .items import ItemLogs
 from .open_files import OpenFiles, Stripe
+from .retention import KeptRuns
 from .wake import Procs
 from .writer import Writer, parse, signals_key
 
@@ -92,7 +92,7 @@ def exists(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / "runs").is_dir()
 
 
-class FileStore(Store):
+class FileStore(KeptRuns):
     """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
     state size limit (default ``MAX_STATE_BYTES``). ``history`` / ``keep_last``: what
     is kept of each run's completed steps (``seam.history``); ``finished_ttl``: seconds
@@ -350,66 +350,6 @@ class FileStore(Store):
             data = read_file(path) or b""
         runs_listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable
         return None
-
-    # -- history and retention -----------------------------------------------------------
-
-    def _walk(self, run_id: str, want: int | None) -> Walk | None:
-        target = self.file_for(run_id)
-        walk = Walk(want)
-        with self._io("read the history of", run_id, target, ""):
-            found = kept_logs.versions(self.path, target, run_id)
-            if found is None:
-                return None
-            for version in found:
-                walk.add(version)
-        return walk
-
-    def run_history(self, run_id: str) -> list[StepRecord] | None:
-        """The run's completed steps, from its log and the logs compactions kept."""
-        if not self.history.on:
-            return super().run_history(run_id)
-        walk = self._walk(run_id, None)
-        return None if walk is None else walk.entries
-
-    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
-        """The checkpoint after a kept step (``Store.load_at``), replayed from the logs."""
-        if not self.history.on:
-            return super().load_at(run_id, step)
-        walk = self._walk(run_id, step)
-        if walk is None:
-            return None
-        return opened(self.codec, checkpoint_at(run_id, *walk.at(run_id)))
-
-    def delete_expired(self, now: float | None = None) -> int:
-        """Delete the runs completed more than ``finished_ttl`` seconds ago (their
-        history too), found in the expiry index (``expiry``); how many. A run changed
-        meanwhile is left for the next pass."""
-        gone, d = 0, self._dir()
-        with self._io("delete the expired runs in", None, self.path / "expiry", ""):
-            for info in list(
-                self._expiry.due(
-                    time.time() if now is None else now,
-                    lambda: self.listing(RunFilter()),
-                    lambda r: self.file_for(r).name,
-                    lambda name: runs_listing.entry_of(d, self._runs / name),
-                    lambda name: self._try_lock(self._runs / name),
-                )
-            ):
-                with contextlib.suppress(ConflictError):
-                    gone += self.delete(info.run_id, etag=info.etag)
-        return gone
-
-    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
-        """Remove history directories that no run file claims (a delete that crashed
-        between the run's file and its history), older than ``older_than`` seconds."""
-        gone = 0
-        cutoff = time.time() - older_than
-        with self._io("prune the history in", None, self.path, ""):
-            for d in kept_logs.orphans(self.path, self._runs):
-                if d.stat().st_mtime <= cutoff:
-                    kept_logs.remove(self.path, self._runs / f"{d.name}.json")
-                    gone += 1
-        return gone
 
     # -- per-run items (streams, events; ``seam.items``, ``items``) -----------------------
 
