@@ -19,7 +19,15 @@ the backend's ``fresh``) all reach it.
 
 from __future__ import annotations
 
-from .seam.checkpoint import NOT_READ, Checkpoint, RunInfo, evolve, head_of
+from .seam.checkpoint import (
+    NOT_READ,
+    CallRecord,
+    Checkpoint,
+    MailboxRecord,
+    RunInfo,
+    evolve,
+    head_of,
+)
 from .seam.codec import Codec, is_envelope, place
 from .seam.document import decode, dumps, head_document, info_of, to_document
 from .seam.errors import conflict, corrupt_error, delete_conflict
@@ -44,6 +52,8 @@ __all__ = [  # noqa: RUF022 - grouped by what a backend author looks for
     # what every store keeps, and how
     "NOT_READ",
     "Checkpoint",
+    "CallRecord",
+    "MailboxRecord",
     "RunInfo",
     "decode",
     "dumps",

@@ -243,3 +243,52 @@ def test_a_codec_set_on_an_open_file_store_reaches_its_saves_and_loads(
     raw = b"".join(p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file())
     assert SECRET.encode() not in raw
     assert ds.FileStore(tmp_path / "s", codec=store.codec).load(run_id).state["secret"] == SECRET
+
+
+class Counting:
+    """A codec that counts what it encodes (the seam encodes; a store never does)."""
+
+    def __init__(self, inner: ValueCodec) -> None:
+        self.inner, self.places = inner, []  # type: list[bytes]
+
+    def encode(self, value: Any, data: bytes, where: bytes) -> Any:
+        self.places.append(where)
+        return self.inner.encode(value, data, where)
+
+    def decode(self, stored: Any, where: bytes, run_id: str) -> Any:
+        return self.inner.decode(stored, where, run_id)
+
+
+def test_a_save_encodes_its_change_only(place: Place, run_id: str) -> None:
+    """Each save encodes the values its update changed -- a key set, a list's new items,
+    a call's result -- never the state before them: the 20th step encodes as much as
+    the 2nd, however many values the state holds; a store is given an encoded delta,
+    and the run loads back whole."""
+    counting = Counting(codec())
+    store = place.store(counting)  # type: ignore[arg-type]
+
+    def grow(state: Any) -> dict[str, Any]:
+        n = len(state) - 1
+        got = ds.call("llm", lambda: f"{SECRET} call {n}")
+        return {f"k{n}": f"{SECRET} {n}", "log": [*state["log"], got]}
+
+    steps = [ds.Step(f"s{i}", grow) for i in range(20)]
+    final = ds.run(run_id, steps, store, input={"log": []})
+    per_step: list[list[bytes]] = [[]]
+    for where in counting.places:
+        per_step[-1].append(where)
+        if b"call:" in where:  # each step's call, then its completing save
+            per_step.append([])
+    assert len(final) == 21 and len(final["log"]) == 20
+    # The first save encodes the input whole; every later step: its call's result,
+    # then its key and its list item -- 3 values, wherever the state stands.
+    assert [len(p) for p in per_step[2:-1]] == [3] * (len(per_step) - 3), per_step
+    assert SECRET not in repr(place.raw())
+    again = place.store(codec()).load(run_id)
+    assert again is not None and again.state == final
+
+
+def test_load_at_decodes_what_history_kept(place: Place, run_id: str) -> None:
+    """A step's state read back from history is decoded like the latest one."""
+    ds.run(run_id, STEPS, place.store(codec()))
+    assert ds.load_at(place.store(codec()), run_id, 0)["secret"] == SECRET

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -67,3 +68,43 @@ def test_a_backend_that_says_it_encodes_but_does_not_take_the_codec_is_refused(
     with pytest.raises(ds.ConfigurationError, match=r"'mem2'.*did not take the codec") as err:
         opener(backend, opening)
     assert err.value.variable == "DURABLE_CODEC"  # type: ignore[attr-defined]
+
+
+def test_a_backend_of_another_package_is_given_an_encoded_delta(
+    tmp_path: Path, run_id: str
+) -> None:
+    """Around the reference backend, a save encodes the values its update changed, not
+    the whole state again: the 30th step's save encodes one value, as the 2nd's did,
+    and the state it hands down keeps the earlier values' envelopes as they were."""
+    inner = codec()
+    places: list[bytes] = []
+
+    class Counting:
+        def encode(self, value: Any, data: bytes, where: bytes) -> Any:
+            places.append(where)
+            return inner.encode(value, data, where)
+
+        def decode(self, stored: Any, where: bytes, run_id: str) -> Any:
+            return inner.decode(stored, where, run_id)
+
+    opening = registry.Opening(f"sqlite:{tmp_path / 'x.db'}", {}, codec=Counting())
+    store = registry.open_store(registry.backend_for("sqlite:"), opening)
+    seen: list[dict[str, Any]] = []
+    real_save = store.inner.save
+
+    def save(cp: Any) -> Any:
+        seen.append(dict(cp.state))
+        return real_save(cp)
+
+    store.inner.save = save  # type: ignore[method-assign]
+    steps = [ds.Step(f"s{i}", lambda s: {f"k{len(s)}": f"TOPSECRET {len(s)}"}) for i in range(30)]
+    final = ds.run(run_id, steps, store, input={"k0": "first"})
+    assert len(final) == 31
+    counts = []
+    for before, after in itertools.pairwise(seen):
+        counts.append(sum(1 for k in after if k not in before or after[k] is not before[k]))
+    assert counts[1:] == [1] * (len(counts) - 1), counts  # one new envelope a save
+    assert len(places) == len(seen) and b"TOPSECRET" not in (tmp_path / "x.db").read_bytes()
+    cp = store.load(run_id)
+    assert cp is not None and cp.state == final
+    store.close()

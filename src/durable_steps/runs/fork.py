@@ -33,7 +33,7 @@ from ..runner.errors import not_found
 from ..runner.requests import LoadAt, LoadHead, Request, Save, execute
 from ..runner.store_io import blocking_io, execute_on
 from ..runner.telemetry import log
-from ..seam.checkpoint import Checkpoint
+from ..seam.checkpoint import CallRecord, Checkpoint
 from ..seam.errors import ConflictError, StepNotKeptError
 from ..seam.rules import check_run_id
 from ..seam.state import check_json
@@ -118,7 +118,7 @@ def _fork(
     return saved
 
 
-def _first_calls(source: Checkpoint, at_call: int | None) -> tuple[Mapping[str, Any], ...]:
+def _first_calls(source: Checkpoint, at_call: int | None) -> tuple[CallRecord, ...]:
     """The first ``at_call`` records of the next step's own task, as kept."""
     if not at_call:
         return ()

@@ -12,7 +12,7 @@ keeps them are at the top of ``runner.mailbox``.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -21,7 +21,7 @@ from ..runner.errors import cancelled, not_found
 from ..runner.requests import LoadHead, Request, execute
 from ..runner.store_io import blocking_io, execute_on
 from ..seam import mailbox
-from ..seam.checkpoint import Checkpoint
+from ..seam.checkpoint import Checkpoint, MailboxRecord
 from ..seam.errors import ConflictError
 from ..seam.rules import check_run_id
 from ..seam.state import freeze, thaw
@@ -91,7 +91,7 @@ def _send(
     return numbered[0]
 
 
-def _changed(cp: Checkpoint, box: Mapping[str, Any], wakes: bool) -> Checkpoint:
+def _changed(cp: Checkpoint, box: MailboxRecord, wakes: bool) -> Checkpoint:
     """``cp`` with its new mailbox; a run waiting for this topic made ``running`` again
     with no owner, for the next ``run``, ``recover`` or the worker."""
     return replace(

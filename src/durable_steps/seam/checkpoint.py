@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, NoReturn, TypedDict, get_args
+from typing import Any, Literal, NoReturn, NotRequired, Required, TypedDict, get_args
 
 Status = Literal["running", "waiting", "failed", "completed", "cancelled"]
 """Where a run is: ``running`` (to run, or running), ``waiting`` (for a signal, a
@@ -53,6 +53,68 @@ class ResumeRecord(TypedDict):
     attempt: int
     error: ErrorRecord | None
     cancel_reason: str | None
+
+
+class CallRecord(TypedDict, total=False):
+    """One record of a running step's journal (``Checkpoint.calls``; the shapes are
+    ``runner.journal``'s): a durable operation by its place -- ``i`` in its task's scope
+    ``task`` (absent: the step's own), or its ``key`` -- and what it recorded. Stored as
+    JSON, so read as a mapping: a record of an earlier version may lack an optional key."""
+
+    i: Required[int]
+    name: Required[str]
+    task: str
+    """The task scope that made it (``runner.tasks``); absent for the step's own."""
+    key: str
+    """A keyed call's key: replayed by it whatever task or order makes it."""
+    kind: Literal["sleep", "wait", "receive", "patch", "start_child", "await_child"]
+    """Absent for a call (``call``); else the operation."""
+    at: float
+    """When it finished (seconds since the epoch)."""
+    result: Any
+    """A call's (or a receive's) result, JSON: the one value of a record the codec encodes."""
+    attempt: int
+    """A call being retried: the attempt it is at, ``first`` where its round began,
+    ``round`` the step attempt that round began at."""
+    first: int
+    round: int
+    step_attempt: int
+    """The attempt of the step that recorded it (earlier versions' records have none)."""
+    wake_at: float
+    """A sleep's wake time."""
+    deadline: float | None
+    """A wait's or a receive's deadline (None: none)."""
+    timed_out: bool
+    """A receive whose deadline passed with no message."""
+    seq: int
+    """A receive's message, by its ``seq`` in the topic."""
+    outcome: dict[str, Any]
+    """How an awaited child ended (``runner.children``)."""
+
+
+class Message(TypedDict):
+    """A message waiting in a mailbox topic (``seam.mailbox``)."""
+
+    seq: int
+    """Its place in its topic: the topic's ``sent`` when it was sent."""
+    at: float
+    payload: Any
+
+
+class Topic(TypedDict):
+    """One topic of a mailbox: how many messages it was ever sent, those still pending."""
+
+    sent: int
+    pending: list[Message]
+
+
+class MailboxRecord(TypedDict):
+    """A run's mailbox as its head keeps it (``Checkpoint.mailbox``; ``seam.mailbox``):
+    its topics, and the hashed idempotency keys of the last keyed sends, each with the
+    ``seq`` of its message."""
+
+    topics: NotRequired[dict[str, Topic]]
+    keys: NotRequired[dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -121,7 +183,7 @@ class Checkpoint:
     ``Retry(attempts=n)`` is used up when ``attempt - first_attempt + 1 == n``."""
     trace: str | None = None
     """The W3C traceparent of the run's first attempt, so later attempts link to it."""
-    calls: tuple[Mapping[str, Any], ...] = ()
+    calls: tuple[CallRecord, ...] = ()
     """The journal of the running step (the next one, index ``step + 1``): one record
     per call, sleep or wait it made, by its index ``i`` (see ``runner.journal``). Kept
     while the step is unfinished; dropped when it completes."""
@@ -144,7 +206,7 @@ class Checkpoint:
     earlier failure stays visible after the run is running again. See ``runs.resume``."""
 
     # -- the mailbox (seam.mailbox, runner.mailbox, runs.mailbox) --
-    mailbox: Mapping[str, Any] | None = None
+    mailbox: MailboxRecord | None = None
     """Messages sent to the run (``send_message``) and not yet consumed, per topic, with
     the idempotency keys it remembers (``seam.mailbox``). None: never sent any."""
     receiving: str | None = None

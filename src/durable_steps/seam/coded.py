@@ -1,70 +1,53 @@
-"""The codec applied by the library, around a store that does not apply it itself: such
-a store is given only encoded values, so no backend stores plaintext by omission.
+"""The codec applied by the library around a store of another package: such a store
+is given only encoded values, so no backend stores plaintext by omission.
 
 A backend of another package writes what it is given. ``CodedStore`` (and
-``AsyncCodedStore``, its awaited twin) stands between the runner and such a store:
+``AsyncCodedStore``, its awaited twin) stands between the runner and such a store,
+through ``seam.encoded`` -- the one place values are encoded, the built-in stores'
+too (they call it at their own edges, since they are opened without this wrapper):
 
-- ``save``: the checkpoint's size is checked on its plain JSON (the one limit, codec or
-  not), then its state values and call results are encoded exactly as the built-in
-  stores encode them (``encoded.Coder``: the same places, the same envelopes), and the
-  store saves a checkpoint that holds envelopes only; what it returns is the plain
+- ``save``: the checkpoint the store is given is ``encoded.sealed``'s: its change
+  encoded (a value the update did not touch is not encoded again), the size checked on
+  the plain data (the one limit, codec or not); what it returns is the plain
   checkpoint with the store's new etag.
-- ``load`` / ``load_at``: what the store gives back is decoded (``encoded.decoded``),
+- ``load`` / ``load_at``: what the store gives back is ``encoded.opened``: decoded
   envelope by envelope, so a mix of plain and encoded values loads, and a value of a
   key the codec lacks is ``CodecError`` before anything can be written.
 - everything else (heads, listing, items, history, deletes) carries no state value and
   passes through.
 
-Encoded values are larger than plain ones (base64 is 4/3, and each envelope names its
-key and nonce), so the store underneath is opened with a limit of ``ROOM`` times the
-plain one: the limit that binds is the plain one, checked here.
-
-The built-in stores run the same ``Coder`` inside their own write paths instead (they
-declare it with ``Store.encodes_values``), because they write a save's change, not its
-state: a value the update did not touch is not encoded again. The registry wraps every
-other store it opens (``stores.registry``), with a codec or without -- without one,
-compressed values written by another configuration still load, and a plain value shaped
-like an envelope is refused, as on every store.
+The store underneath is opened with a limit of ``ROOM`` times the plain one
+(``encoded.room``): the limit that binds is the plain one, checked here. The registry
+wraps every store of another package it opens (``stores.registry``), with a codec or
+without -- without one, compressed values written by another configuration still load,
+and a plain value shaped like an envelope is refused, as on every store.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from .checkpoint import Checkpoint, RunInfo, evolve
 from .codec import Codec
-from .document import dumps, to_document
-from .encoded import Coder, decoded
+from .encoded import ROOM, opened, sealed
 from .history import StepRecord
 from .items import Item
-from .rules import RunFilter, check_size, state_limit
+from .rules import RunFilter, state_limit
 from .store import ORPHAN_AGE, AsyncStore, Store
 
+__all__ = ["ROOM", "AsyncCodedStore", "CodedStore"]
+
 W = TypeVar("W", Store, AsyncStore)
-ROOM = 4
-"""How many times the plain limit the store underneath is given (see the top)."""
-
-
-def encode(codec: Codec | None, cp: Checkpoint, limit: int) -> Checkpoint:
-    """``cp`` as the store underneath is given it: its size checked plain, its values
-    encoded (``InvalidStateError``, ``StateTooLargeError`` before any I/O)."""
-    doc = to_document(cp)  # every check of a save, on the plain checkpoint
-    calls, state = doc["calls"], doc["state"]
-    plain_calls, plain_state = dumps(calls), dumps(state)
-    check_size(cp.run_id, len(plain_calls) + len(plain_state), limit)
-    coder = Coder(codec, cp.run_id)
-    stored_state = coder.state(state, plain_state)
-    stored_calls = coder.records(calls, plain_calls)
-    if codec is None:  # checked only: nothing to encode
-        return cp
-    return evolve(cp, state=json.loads(stored_state), calls=tuple(json.loads(stored_calls)))
 
 
 def _back(cp: Checkpoint, stored: Checkpoint) -> Checkpoint:
     """The plain checkpoint, as the store saved it (its new etag and time)."""
     return evolve(cp, etag=stored.etag, updated_at=stored.updated_at)
+
+
+def _opened(codec: Codec | None, cp: Checkpoint | None) -> Checkpoint | None:
+    return None if cp is None else opened(codec, cp)
 
 
 class _Around(Generic[W]):
@@ -82,6 +65,11 @@ class _Around(Generic[W]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, {self.codec!r})"
 
+    def _sealed(self, cp: Checkpoint) -> Checkpoint:
+        """What the store below is given: measured against ``ROOM`` times the plain
+        limit whatever the codec, so the plain one is checked here always."""
+        return sealed(self.codec, cp, self.max_state_bytes, plain_below=False)
+
 
 class CodedStore(_Around[Store], Store):
     """A blocking store given only encoded values (see the top). ``inner``: the store."""
@@ -89,11 +77,10 @@ class CodedStore(_Around[Store], Store):
     inner: Store
 
     def load(self, run_id: str) -> Checkpoint | None:
-        cp = self.inner.load(run_id)
-        return None if cp is None else decoded(self.codec, cp)
+        return _opened(self.codec, self.inner.load(run_id))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        stored = self.inner.save(encode(self.codec, checkpoint, self.max_state_bytes))
+        stored = self.inner.save(self._sealed(checkpoint))
         return _back(checkpoint, stored)
 
     def load_head(self, run_id: str) -> Checkpoint | None:
@@ -121,8 +108,7 @@ class CodedStore(_Around[Store], Store):
         return self.inner.run_history(run_id)
 
     def load_at(self, run_id: str, step: int) -> Checkpoint | None:
-        cp = self.inner.load_at(run_id, step)
-        return None if cp is None else decoded(self.codec, cp)
+        return _opened(self.codec, self.inner.load_at(run_id, step))
 
     def delete_expired(self, now: float | None = None) -> int:
         return self.inner.delete_expired(now)
@@ -146,16 +132,15 @@ class CodedStore(_Around[Store], Store):
 
 
 class AsyncCodedStore(_Around[AsyncStore], AsyncStore):
-    """``CodedStore`` around an async store: the same ``encode`` and ``decoded``."""
+    """``CodedStore`` around an async store: the same ``sealed`` and ``opened``."""
 
     inner: AsyncStore
 
     async def load(self, run_id: str) -> Checkpoint | None:
-        cp = await self.inner.load(run_id)
-        return None if cp is None else decoded(self.codec, cp)
+        return _opened(self.codec, await self.inner.load(run_id))
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        stored = await self.inner.save(encode(self.codec, checkpoint, self.max_state_bytes))
+        stored = await self.inner.save(self._sealed(checkpoint))
         return _back(checkpoint, stored)
 
     async def load_head(self, run_id: str) -> Checkpoint | None:
@@ -184,8 +169,7 @@ class AsyncCodedStore(_Around[AsyncStore], AsyncStore):
         return await self.inner.run_history(run_id)
 
     async def load_at(self, run_id: str, step: int) -> Checkpoint | None:
-        cp = await self.inner.load_at(run_id, step)
-        return None if cp is None else decoded(self.codec, cp)
+        return _opened(self.codec, await self.inner.load_at(run_id, step))
 
     async def delete_expired(self, now: float | None = None) -> int:
         return await self.inner.delete_expired(now)

@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .document import dumps
-from .encoded import Coder
 from .state import CallRecords, Delta, call_key, is_record, note_lengths, noted_length
 
 
@@ -46,36 +45,35 @@ NO_CALLS = 2
 """The bytes of an empty journal: ``[]``."""
 
 
-def encode(  # noqa: PLR0917 (the stores pass the data and what they hold of it, in order)
+def encode(
     state: Mapping[str, Any],
     delta: Delta | None,
     calls: Sequence[Mapping[str, Any]],
     known_calls: Sequence[Mapping[str, Any]] | None,
     sizes: Sizes | None,
-    coder: Coder | None = None,
 ) -> tuple[list[bytes], Sizes | None]:
     """The members that turn the stored data into ``state`` and ``calls``, and the
     sizes after. ``delta``: the state's change since the stored version (None: write
     it whole); ``known_calls``: the journal as stored (None: unknown, write it
-    whole); ``sizes``: as stored (None: unknown). ``coder``: the values as the store
-    keeps them (``seam.encoded``; the sizes stay those of the plain JSON)."""
+    whole); ``sizes``: as stored (None: unknown). The values are as the store is
+    given them (with a codec, already encoded: ``seam.encoded``), and so are the sizes."""
     parts: list[bytes] = []
     state_size: int | None
     if delta is None:
         whole = dumps(state)
-        parts.append(b'"state":' + (whole if coder is None else coder.state(state, whole)))
+        parts.append(b'"state":' + whole)
         state_size = len(whole)
     else:
         grown: int | None = 0
         if delta.set:
-            part, grown = _set(delta.set, delta.before, state, coder)
+            part, grown = set_member(delta.set, delta.before, state)
             parts.append(b'"set":' + part)
         if delta.extended:
-            part, more = _extend(delta.extended, state, coder)
+            part, more = extend_member(delta.extended, state)
             parts.append(b'"extend":' + part)
             grown = None if grown is None else grown + more
         state_size = None if sizes is None or grown is None else sizes.state + grown
-    part, calls_size = _calls(calls, known_calls, None if sizes is None else sizes.calls, coder)
+    part, calls_size = _calls(calls, known_calls, None if sizes is None else sizes.calls)
     if part:
         parts.append(part)
     after = None if state_size is None or calls_size is None else Sizes(state_size, calls_size)
@@ -86,14 +84,13 @@ def _calls(
     calls: Sequence[Mapping[str, Any]],
     known: Sequence[Mapping[str, Any]] | None,
     size: int | None,
-    coder: Coder | None,
 ) -> tuple[bytes, int | None]:
     """The journal's member (empty when unchanged) and its size after."""
     if calls is known:
         return b"", size
     if known is not None and isinstance(calls, CallRecords) and calls.base is known:
         # The runner's journal says what it added to the one stored: no pass over it.
-        return _added(calls.added, calls.replaced, len(calls.base), len(calls), size, coder)
+        return added_member(calls.added, calls.replaced, len(calls.base), len(calls), size)
     if known is not None:
         by_key = {call_key(r): r for r in calls}
         if all(call_key(r) in by_key for r in known):  # nothing dropped: records added
@@ -104,31 +101,29 @@ def _calls(
             if not new:
                 return b"", size
             replaced = [r for r in known if call_key(r) not in kept]
-            return _added(new, replaced, len(known), len(calls), size, coder)
+            return added_member(new, replaced, len(known), len(calls), size)
     whole = dumps(list(calls))
-    return b'"calls":' + (whole if coder is None else coder.records(calls, whole)), len(whole)
+    return b'"calls":' + whole, len(whole)
 
 
-def _added(  # noqa: PLR0917 (private: its callers pass the journal's parts in order)
+def added_member(
     new: Sequence[Mapping[str, Any]],
     replaced: Sequence[Mapping[str, Any]],
     known: int,
     total: int,
     size: int | None,
-    coder: Coder | None,
 ) -> tuple[bytes, int | None]:
     """``calls+`` of the ``new`` records, and the journal's size after: the ``known``
     records' bytes, less those ``new`` ones replaced, plus theirs, ``total`` in all."""
     if not new:
         return b"", size
     added = dumps(list(new))
-    stored = added if coder is None else coder.records(new, added)
     if size is None:
-        return b'"calls+":' + stored, None
+        return b'"calls+":' + added, None
     items = size - NO_CALLS - max(known - 1, 0)  # the bytes of the records
     items -= sum(len(dumps(r)) for r in replaced)
     items += len(added) - NO_CALLS - (len(new) - 1)
-    return b'"calls+":' + stored, items + NO_CALLS + max(total - 1, 0)
+    return b'"calls+":' + added, items + NO_CALLS + max(total - 1, 0)
 
 
 def apply(
@@ -174,11 +169,8 @@ def _object(change: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
-def _set(
-    values: dict[str, Any],
-    before: Mapping[str, Any] | None,
-    state: Mapping[str, Any],
-    coder: Coder | None,
+def set_member(
+    values: dict[str, Any], before: Mapping[str, Any] | None, state: Mapping[str, Any]
 ) -> tuple[bytes, int | None]:
     """``set``'s JSON object, and how many bytes longer it makes the state's JSON (None:
     unknown, without the state it applies to). The length of each new value's JSON is
@@ -188,8 +180,7 @@ def _set(
     grown, keys = 0, 0 if before is None else len(before)
     for key, value in values.items():
         name, encoded = _value(key), _value(value)
-        stored = encoded if coder is None else coder.value(key, value, encoded)
-        entries.append(b"%s:%s" % (name, stored))
+        entries.append(b"%s:%s" % (name, encoded))
         lengths[key] = len(encoded)
         if before is None:
             continue
@@ -211,18 +202,14 @@ def _value(value: Any) -> bytes:
     return dumps(value)
 
 
-def _extend(
-    lists: dict[str, list[Any]], state: Mapping[str, Any], coder: Coder | None
-) -> tuple[bytes, int]:
+def extend_member(lists: dict[str, list[Any]], state: Mapping[str, Any]) -> tuple[bytes, int]:
     """``extend``'s JSON object, and how many bytes longer it makes the state's JSON:
     each list gains its new items, after a comma unless it was empty."""
     entries = []
     grown = 0
     for key, items in lists.items():
         added = dumps(items)
-        start = len(state[key]) - len(items)  # the first new item's index in the list
-        stored = added if coder is None else coder.items(key, items, start, added)
-        entries.append(b"%s:%s" % (_value(key), stored))
+        entries.append(b"%s:%s" % (_value(key), added))
         if items:
             grown += len(added) - 2 + (len(state[key]) > len(items))
     return b"{" + b",".join(entries) + b"}", grown

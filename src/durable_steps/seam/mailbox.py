@@ -35,8 +35,9 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
+from .checkpoint import MailboxRecord
 from .errors import StateTooLargeError
 from .rules import check_name
 from .state import thaw
@@ -46,7 +47,7 @@ MAX_PENDING_BYTES = 256 * 1024
 KEYS_KEPT = 128
 """Idempotency keys a run remembers: those of its last ``KEYS_KEPT`` keyed sends."""
 
-Mailbox = dict[str, Any]
+Mailbox = MailboxRecord
 
 
 def _size(value: Any) -> int:
@@ -67,7 +68,7 @@ def key_of(topic: str, key: object) -> str:
     return base64.urlsafe_b64encode(digest.digest()).decode()
 
 
-def plain(mailbox: Mapping[str, Any] | None) -> Mailbox:
+def plain(mailbox: Mailbox | None) -> Mailbox:
     """A mailbox as a new plain dict (its topics and keys copied), ``{}`` for none."""
     if not mailbox:
         return {"topics": {}, "keys": {}}
@@ -77,7 +78,7 @@ def plain(mailbox: Mapping[str, Any] | None) -> Mailbox:
     return box  # type: ignore[no-any-return]
 
 
-def pending(mailbox: Mapping[str, Any] | None, topic: str) -> list[Mapping[str, Any]]:
+def pending(mailbox: Mailbox | None, topic: str) -> list[Mapping[str, Any]]:
     """The unconsumed messages of ``topic``, in send order."""
     if not mailbox:
         return []
@@ -85,7 +86,7 @@ def pending(mailbox: Mapping[str, Any] | None, topic: str) -> list[Mapping[str, 
     return [] if queue is None else list(queue["pending"])
 
 
-def waiting_messages(mailbox: Mapping[str, Any] | None) -> int:
+def waiting_messages(mailbox: Mailbox | None) -> int:
     """How many messages wait in the mailbox, all topics together."""
     if not mailbox:
         return 0
@@ -93,7 +94,7 @@ def waiting_messages(mailbox: Mapping[str, Any] | None) -> int:
 
 
 def added(  # noqa: PLR0917 (one message: its run, topic, payload, time and key)
-    mailbox: Mapping[str, Any] | None,
+    mailbox: Mailbox | None,
     run_id: str,
     topic: str,
     payload: Any,
@@ -129,7 +130,7 @@ def added(  # noqa: PLR0917 (one message: its run, topic, payload, time and key)
     return box, seq
 
 
-def consumed(mailbox: Mapping[str, Any] | None, topic: str, seq: int) -> Mailbox:
+def consumed(mailbox: Mailbox | None, topic: str, seq: int) -> Mailbox:
     """The mailbox without message ``seq`` of ``topic`` (a receive took it)."""
     box = plain(mailbox)
     queue = box["topics"].get(topic)
@@ -138,7 +139,7 @@ def consumed(mailbox: Mapping[str, Any] | None, topic: str, seq: int) -> Mailbox
     return box
 
 
-def merged(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> Mailbox | None:
+def merged(ours: Mailbox | None, theirs: Mailbox | None) -> Mailbox | None:
     """Two versions of one mailbox as one: every message sent in either, less those
     consumed in either (see the top). None when both are empty."""
     if not ours:
@@ -173,7 +174,7 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def read(value: object) -> Mapping[str, Any] | None:
+def read(value: object) -> Mailbox | None:
     """A stored mailbox, checked for its shape (``ValueError`` says what is wrong)."""
     if value is None:
         return None
@@ -190,4 +191,4 @@ def read(value: object) -> Mapping[str, Any] | None:
             or not all(isinstance(m, dict) and _count(m.get("seq")) for m in queue["pending"])
         ):
             raise ValueError(f"mailbox topic {topic!r} is not a queue of messages")
-    return value
+    return cast("Mailbox", value)

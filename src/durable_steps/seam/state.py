@@ -114,10 +114,17 @@ class FrozenState(FrozenDict):
     """A run's whole state. Besides its values it remembers the state it was made
     from and the ``Delta`` between the two, until it is stored (``mark_stored``)."""
 
-    __slots__ = ("_delta", "_lengths", "_parent", "_stored_as")
+    __slots__ = ("_codec", "_delta", "_lengths", "_parent", "_plain", "_sealed", "_stored_as")
     _parent: FrozenState | None
     _delta: Delta | None
     _stored_as: str | None
+    _sealed: FrozenState | None
+    """Its values as a store is given them, through the codec (``seam.encoded``): kept so
+    that the next state's save encodes that state's change only."""
+    _plain: int | None
+    """Of such an encoded state: the bytes of the plain state's JSON (the size limit's)."""
+    _codec: object
+    """Of such an encoded state: the codec that made it (another one makes its own)."""
     _lengths: dict[str, int] | None
     """Bytes of the JSON of some of its values, noted by a store that encoded them."""
 
@@ -170,8 +177,14 @@ def _state(values: dict[str, Any], height: int | None = None) -> FrozenState:
     if height is None:
         height = max(map(_height, values.values()), default=0) + 1
     s._height = height
-    s._parent = s._delta = s._stored_as = s._lengths = None
+    s._parent = s._delta = s._stored_as = s._lengths = s._sealed = s._plain = s._codec = None
     return s
+
+
+def stored_state(values: dict[str, Any]) -> FrozenState:
+    """A ``FrozenState`` of values as a store keeps them (encoded ones: ``seam.encoded``),
+    not walked: what a store is given is checked on its plain values."""
+    return _state(values)
 
 
 def _frozen_list(items: list[Any], height: int) -> FrozenList:
@@ -199,7 +212,17 @@ def frozen_state(
     top = freeze(state, "", run_id, 0, typed=True)
     s = _state(dict(top))
     s._stored_as = stored_as
+    if isinstance(state, FrozenState | Opened):  # the same values: their twin holds
+        s._sealed = state._sealed
     return s
+
+
+class Opened(dict[str, Any]):
+    """A state as a load gives it, its values decoded, with the state as stored
+    (``_sealed``, ``seam.encoded``): ``frozen_state`` keeps that as its twin."""
+
+    __slots__ = ("_sealed",)
+    _sealed: FrozenState | None
 
 
 def delta_since(state: Mapping[str, Any], etag: str | None) -> Delta | None:
@@ -254,6 +277,12 @@ class CallRecords(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], .
     base: tuple[Any, ...] | None
     added: tuple[Any, ...]
     replaced: tuple[Any, ...]
+    sealed: CallRecords | None
+    """Its records as a store is given them, through the codec (``seam.encoded``)."""
+    plain: int | None
+    """Of such an encoded journal: the bytes of the plain journal's JSON."""
+    codec: object
+    """Of such an encoded journal: the codec that made it."""
 
     def plus(self, record: Mapping[str, Any]) -> CallRecords:
         """These records with ``record`` (frozen) added, or in place of the one of its
@@ -312,6 +341,7 @@ def call_records(
     """A ``CallRecords`` of frozen records (see there)."""
     new = CallRecords(items)
     new.base, new.added, new.replaced = base, added, replaced
+    new.sealed = new.plain = new.codec = None
     return new
 
 

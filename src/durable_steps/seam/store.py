@@ -65,9 +65,10 @@ class Store(ABC):
     ``seam.encoded``); None: plain. A tool that only shows runs may put a
     ``codec.Shown`` here, to show what it cannot decrypt as such instead of failing."""
     encodes_values: bool = False
-    """True for a store that runs ``encoded.Coder`` in its own write path and decodes
-    its own loads (the built-in stores: they encode a save's change only). Any other
-    store the registry opens is given only encoded values by ``coded.CodedStore``."""
+    """True for a store that calls ``seam.encoded`` at its own edges -- ``sealed`` before
+    its save sees a value, ``opened`` after its loads -- so its write path is given only
+    encoded values (the built-in stores, opened without a wrapper). Any other store the
+    registry opens is given them by ``coded.CodedStore``, through the same functions."""
     finished_ttl: int | None = None
     """Seconds after a run ended when it goes (retention); None: kept."""
     sees_gone_owners: bool = False

@@ -22,7 +22,7 @@ from ..seam import callindex, delta
 from ..seam.checkpoint import EXPIRES, Checkpoint, RunInfo, evolve, head_of
 from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
-from ..seam.encoded import Coder, decoded
+from ..seam.encoded import opened, room, sealed
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
 from ..seam.history import Keep, StepRecord, keep, not_kept, with_calls
 from ..seam.items import Item, checked, item_exists, item_json
@@ -40,7 +40,7 @@ class MemoryStore(Store):
     against the durable stores too."""
 
     kind = "MemoryStore"
-    encodes_values = True  # through seam.encoded's Coder, as a durable store keeps them
+    encodes_values = True  # its saves and loads go through seam.encoded, at their edges
     sees_gone_owners = True  # no other process can hold a lease on it
 
     def __init__(
@@ -71,23 +71,22 @@ class MemoryStore(Store):
 
     def load(self, run_id: str) -> Checkpoint | None:
         raw = self._runs.get(check_run_id(run_id))
-        return None if raw is None else decoded(self.codec, decode(raw, run_id, "memory"))
+        return None if raw is None else opened(self.codec, decode(raw, run_id, "memory"))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        plain, codec = checkpoint, self.codec
+        checkpoint = sealed(codec, checkpoint, self.max_state_bytes)  # values as stored
         etag = secrets.token_hex(12)
         doc = to_document(checkpoint, etag=etag)
         # The journal and the state are the document's last members: encoded apart
         # (for the size limit) and joined, the bytes are those of dumps(doc).
-        calls, state = doc.pop("calls"), doc.pop("state")
-        plain_calls, plain_state = dumps(calls), dumps(state)
-        check_size(checkpoint.run_id, len(plain_calls) + len(plain_state), self.max_state_bytes)
-        coder = Coder(self.codec, checkpoint.run_id)
-        calls, state = coder.records(calls, plain_calls), coder.state(state, plain_state)
+        calls, state = dumps(doc.pop("calls")), dumps(doc.pop("state"))
+        check_size(checkpoint.run_id, len(calls) + len(state), room(codec, self.max_state_bytes))
         with self._lock:
             before = self._runs.get(checkpoint.run_id)
             self._put(checkpoint, doc, calls, state)
             self._note(checkpoint, doc, before, state)
-        return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+        return evolve(plain, etag=etag, updated_at=doc["updated_at"])
 
     # -- history ----------------------------------------------------------------------
 
@@ -137,7 +136,8 @@ class MemoryStore(Store):
                 # it, or as it stands now.
                 after = kept[n + 1][2] if n + 1 < len(kept) else current
                 calls = () if after is None else decode(after, run_id, "memory").calls
-                return evolve(decode(data, run_id, "memory"), etag=None, calls=calls)
+                at = evolve(decode(data, run_id, "memory"), etag=None, calls=calls)
+                return opened(self.codec, at)
         raise not_kept(run_id, step, (entry.step for entry, _, _ in kept))
 
     def delete_expired(self, now: float | None = None) -> int:

@@ -84,9 +84,9 @@ class Backend:
     that a secret never reaches the backend (None: the files under ``fresh``'s
     directory are read)."""
     encodes_values: bool = False
-    """True: the backend's stores take ``Opening.codec`` and encode values themselves
-    (``Store.encodes_values``, the built-in ones). False, the default: they are given
-    only encoded values (``seam.coded``) and never see the codec."""
+    """True: the backend's stores take ``Opening.codec`` and call ``seam.encoded`` at their
+    own edges (``Store.encodes_values``, the built-in ones). False, the default: they
+    are given only encoded values (``seam.coded``) and never see the codec."""
     url_from_env: Callable[[Mapping[str, str]], str] | None = None
     """The store URL ``DURABLE_STORE=SCHEME`` means, from the backend's own variables
     (None: the backend is named by a URL only)."""

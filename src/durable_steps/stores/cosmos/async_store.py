@@ -42,7 +42,7 @@ class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncSto
     """
 
     kind = "CosmosStore"
-    encodes_values = True  # a save's change, through seam.encoded's Coder (plan.py)
+    encodes_values = True  # its saves and loads go through seam.encoded, at their edges
 
     def __init__(
         self,
@@ -160,7 +160,7 @@ class AsyncCosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, AsyncSto
             return exc
 
     async def load(self, run_id: str) -> Checkpoint | None:
-        return await self._do(self._load(run_id))
+        return await self._do(self._loaded(run_id))
 
     async def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return await self._do(self._save(checkpoint))

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint
+from ...seam.encoded import opened
 from ...seam.errors import corrupt_error
 from ...seam.history import (
     StepRecord,
@@ -72,6 +73,11 @@ class HistoryPrograms(HeadPrograms):
         return [entry for _, entry in entries]
 
     def _load_at(self, run_id: str, step: int) -> Program[Checkpoint | None]:
+        cp = yield from self._stored_at(run_id, step)
+        return None if cp is None else opened(self.codec, cp)
+
+    def _stored_at(self, run_id: str, step: int) -> Program[Checkpoint | None]:
+        """``load_at``'s checkpoint, its values as stored."""
         kept = yield from self._kept(run_id)
         if kept is None:
             return None

@@ -18,9 +18,7 @@ from typing import Any
 
 from ...seam import callindex, delta
 from ...seam.checkpoint import Checkpoint
-from ...seam.codec import Codec
-from ...seam.document import dumps, to_document
-from ...seam.encoded import Coder
+from ...seam.document import to_document
 from ...seam.rules import check_size
 from ...seam.state import delta_since
 from . import segments
@@ -72,34 +70,28 @@ class Prepared:
     """The state's Delta against the stored version (None: the state is written whole)."""
     stored: tuple[Mapping[str, Any], ...] | None
     """The journal as stored, as ``delta.encode`` was given it (None: unknown)."""
-    coder: Coder
-    """The run's values as the store keeps them (``seam.encoded``)."""
 
     def data(self) -> dict[str, Any]:
-        """The state and the journal as the store keeps them, whole (plain without a
-        codec; with one, each value encoded once more: only when written whole)."""
-        state, calls = self.cp.state, list(self.cp.calls)
-        if self.coder.codec is None:
-            return {"state": state, "calls": calls}
-        encoded = self.coder.state(state, dumps(state)), self.coder.records(calls, dumps(calls))
-        return {"state": json.loads(encoded[0]), "calls": json.loads(encoded[1])}
+        """The state and the journal as the store keeps them, whole (their values as the
+        store was given them: encoded already, ``seam.encoded``)."""
+        return {"state": self.cp.state, "calls": list(self.cp.calls)}
 
 
-def prepare(items: Items, cp: Checkpoint, limit: int, codec: Codec | None = None) -> Prepared:
-    """Validate ``cp`` and refuse a state over ``limit``: no I/O, nothing sent."""
+def prepare(items: Items, cp: Checkpoint, limit: int) -> Prepared:
+    """Validate ``cp`` (its values as stored: ``seam.encoded``) and refuse data over
+    ``limit``: no I/O, nothing sent."""
     doc = to_document(cp)  # validates the state, the signals and the journal
-    coder = Coder(codec, cp.run_id)
     known = items.known_at(cp.run_id, cp.etag)
     change = delta_since(cp.state, cp.etag) if known is not None else None
     stored = None if known is None else known.calls
     sizes_before = None if known is None else known.sizes
-    parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before, coder)
+    parts, sizes = delta.encode(cp.state, change, cp.calls, stored, sizes_before)
     if sizes is None:  # a change of a version whose sizes are unknown: measure it whole
         change = stored = None
-        parts, sizes = delta.encode(cp.state, None, cp.calls, None, None, coder)
+        parts, sizes = delta.encode(cp.state, None, cp.calls, None, None)
     assert sizes is not None  # every part written whole is measured
     check_size(cp.run_id, sizes.state + sizes.calls, limit)
-    return Prepared(cp, doc, known, parts, sizes, change, stored, coder)
+    return Prepared(cp, doc, known, parts, sizes, change, stored)
 
 
 def _head_of(p: Prepared) -> dict[str, Any]:
@@ -169,8 +161,7 @@ class _Planner:
             if chain.count < segments.MAX_DELTAS and not outweighs:
                 return self._delta(chain, json.loads(data), data)
         if change is not None or stored is not None:
-            coder = self.prepared.coder
-            parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None, coder)
+            parts, _ = delta.encode(self.cp.state, None, self.cp.calls, None, None)
         return self._fold(parts)
 
     def _remember(self, write: Write, **known: Any) -> Known:
@@ -239,8 +230,7 @@ class _Planner:
             head["ttl"] = self.ttl + segments.TTL_MARGIN
             self.until = time.time() + self.ttl + segments.TTL_MARGIN
         data = segments.blob(whole)
-        # (with a codec, the snapshot's values as ``data`` holds them: encoded once)
-        snapshot = self.prepared.data() if self.prepared.coder.codec is None else json.loads(data)
+        snapshot = self.prepared.data()
         found = segments.segment_items(
             self.items.measure, self.items.escaped, head, snapshot, data, split=True
         )

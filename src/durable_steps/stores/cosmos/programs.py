@@ -24,7 +24,7 @@ from ...seam import store as seam_store
 from ...seam.checkpoint import Checkpoint, RunInfo
 from ...seam.codec import Codec
 from ...seam.document import from_document
-from ...seam.encoded import decoded
+from ...seam.encoded import opened
 from ...seam.errors import ConfigurationError, CorruptCheckpointError, corrupt_error
 from ...seam.rules import check_run_id, state_limit
 from . import layouts, segments
@@ -167,7 +167,7 @@ class CosmosPrograms:
                 return (yield from self._load(run_id, retries - 1))
             item = {**head, "state": state, "calls": calls}
         item = as_stored(item)
-        cp = decoded(self.codec, from_document(item, run_id, head.get("_etag"), where))
+        cp = from_document(item, run_id, head.get("_etag"), where)  # values as stored
         until = head.get("until")
         self._items.read(
             run_id,
@@ -179,6 +179,11 @@ class CosmosPrograms:
             calls=cp.calls,
         )
         return cp
+
+    def _loaded(self, run_id: str) -> Program[Checkpoint | None]:
+        """``load``: the run's checkpoint, its values decoded (``seam.encoded``)."""
+        cp = yield from self._load(run_id)
+        return None if cp is None else opened(self.codec, cp)
 
     def _document(
         self, run_id: str, head: dict[str, Any]

@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...seam.checkpoint import Checkpoint
+from ...seam.encoded import room, sealed
 from ...seam.errors import ConflictError
 from ...seam.metering import wrote
 from . import expiry, segments
@@ -68,8 +69,10 @@ class Saves(CosmosPrograms):
     """``save`` as a program, and the commit of a head that a head-only save shares."""
 
     def _save(self, checkpoint: Checkpoint) -> Program[Checkpoint]:
-        # before any I/O:
-        prepared = prepare(self._items, checkpoint, self.max_state_bytes, self.codec)
+        # before any I/O: the values as stored (``seam.encoded``), checked and measured
+        plain, codec = checkpoint, self.codec
+        checkpoint = sealed(codec, checkpoint, self.max_state_bytes)
+        prepared = prepare(self._items, checkpoint, room(codec, self.max_state_bytes))
         if self.partition_key is None:
             yield OPEN
         saving = self.layout.plan(self._items, prepared)
@@ -106,7 +109,8 @@ class Saves(CosmosPrograms):
             yield from self._cleanup(run_id, *saving.cleanup)
         if saving.trim is not None and saving.known.chain is not None:  # keep_last
             yield from self._trim(run_id, saving.known.chain, saving.trim)
-        return self._confirmed(saving, etag)
+        stored = self._confirmed(saving, etag)
+        return replace(plain, etag=stored.etag, updated_at=stored.updated_at)
 
     def _note_expiry(self, saving: SavePlan) -> Program[None]:
         """A head that will expire (a ttl) gets its entry in the expiry index first

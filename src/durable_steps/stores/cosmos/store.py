@@ -88,7 +88,7 @@ class CosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, Store):
     """
 
     kind = "CosmosStore"
-    encodes_values = True  # a save's change, through seam.encoded's Coder (plan.py)
+    encodes_values = True  # its saves and loads go through seam.encoded, at their edges
 
     def __init__(
         self,
@@ -180,7 +180,7 @@ class CosmosStore(HistoryPrograms, Removals, Expiry, ItemPrograms, Store):
             return list(pool.map(self._attempt, calls))
 
     def load(self, run_id: str) -> Checkpoint | None:
-        return self._do(self._load(run_id))
+        return self._do(self._loaded(run_id))
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self._do(self._save(checkpoint))

@@ -89,7 +89,6 @@ from typing import Any, NamedTuple
 
 from ...seam import delta, formats
 from ...seam.document import dumps, loads
-from ...seam.encoded import Coder
 from ...seam.errors import StateTooLargeError, corrupt_error
 from ...seam.state import Delta
 
@@ -201,18 +200,17 @@ def body(
     sizes: Sizes | None,
     *,
     calls: Sequence[Mapping[str, Any]] | None = None,
-    coder: Coder | None = None,
 ) -> tuple[bytes, Sizes | None]:
     """A save's body (JSON) and the sizes after it. ``change``: the state's, None to
     write it whole; ``steps``: the names already stored (None: unknown, write all);
     ``signals``: whether to write them; ``sizes``: as of the record before (None:
-    unknown); ``calls``: the journal as stored (None: unknown, write it whole);
-    ``coder``: the values as the store keeps them (``seam.encoded``). The
+    unknown); ``calls``: the journal as stored (None: unknown, write it whole). The
+    values are as the store is given them (encoded: ``seam.encoded``); the
     state and the journal are written as ``seam.delta`` says. The sizes after are
     exact: a part written whole is measured, a change is added to what it changes;
     None when a part that is not written whole had no known size."""
     before = None if sizes is None else delta.Sizes(sizes.state, sizes.calls)
-    parts, data = delta.encode(doc["state"], change, doc["calls"], calls, before, coder)
+    parts, data = delta.encode(doc["state"], change, doc["calls"], calls, before)
     names = doc["steps"]
     steps_size: int | None = None
     if steps is not None and tuple(names[: len(steps)]) == steps:

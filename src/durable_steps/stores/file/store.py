@@ -28,7 +28,8 @@ file length, first record's length, step names, signals): a save on top of that
 etag writes only the step names and signals that are new, and trusts the file's end
 from its TAIL alone. When in doubt (another writer, another process), it writes
 them whole and checks the last record in full. What a save writes under the lock is
-``writer``'s.
+``writer``'s. History and retention (``run_history``, ``load_at``, ``delete_expired``,
+``prune_orphans``): ``retention``.
 """
 
 from __future__ import annotations
@@ -47,21 +48,19 @@ from typing import Any
 from ...seam.checkpoint import Checkpoint, RunInfo, evolve, head_of
 from ...seam.codec import Codec
 from ...seam.document import from_document, head_document, to_document
-from ...seam.encoded import Coder, decoded
+from ...seam.encoded import opened, room, sealed
 from ...seam.errors import (
-    ConflictError,
     CorruptCheckpointError,
     StoreError,
     conflict,
     delete_conflict,
 )
 from ...seam.etags import new_etag
-from ...seam.history import StepRecord, Walk, checkpoint_at, keep
+from ...seam.history import keep
 from ...seam.items import Item, checked, item_json
 from ...seam.lease import owner_gone
 from ...seam.metering import wrote
 from ...seam.rules import RunFilter, check_run_id, head_etag, state_limit
-from ...seam.store import ORPHAN_AGE, Store
 from . import history as kept_logs
 from . import listing as runs_listing
 from . import platform
@@ -79,6 +78,7 @@ from .fileio import (
 )
 from .items import ItemLogs
 from .open_files import OpenFiles, Stripe
+from .retention import KeptRuns
 from .wake import Procs
 from .writer import Writer, parse, signals_key
 
@@ -92,7 +92,7 @@ def exists(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / "runs").is_dir()
 
 
-class FileStore(Store):
+class FileStore(KeptRuns):
     """Checkpoints as files under ``path`` (created if missing). ``max_state_bytes``: the
     state size limit (default ``MAX_STATE_BYTES``). ``history`` / ``keep_last``: what
     is kept of each run's completed steps (``seam.history``); ``finished_ttl``: seconds
@@ -101,7 +101,7 @@ class FileStore(Store):
     (``ValueCodec``, ``seam.encoded``)."""
 
     kind = "FileStore"
-    encodes_values = True  # a save's change, through seam.encoded's Coder
+    encodes_values = True  # its saves and loads go through seam.encoded, at their edges
     sees_gone_owners = True  # takeable sweeps procs/: a dead process's runs are due now
 
     def __init__(
@@ -118,11 +118,11 @@ class FileStore(Store):
         self.max_state_bytes = state_limit(max_state_bytes)
         self.history = keep(history, keep_last)
         self.finished_ttl = finished_ttl
-        self.codec = codec
+        self.codec = codec  # read by each save and load, so a later store.codec = ... holds
         self._runs = self.path / "runs"
         self._locks = self.path / "locks"
         self._files: dict[str, tuple[Path, int]] = {}  # run id -> its file and stripe
-        self._writer = Writer(self.path, self.max_state_bytes, self.history)
+        self._writer = Writer(self.path, self.history)
         self._stripes = [str(self._locks / f"{i:02x}.lock") for i in range(_STRIPES)]
         with self._io("open the store", None, self.path, ""):
             fresh = not self._runs.is_dir()
@@ -172,15 +172,18 @@ class FileStore(Store):
         doc, etag, known = parse(data, run_id, str(target))
         cp = from_document(doc, run_id, etag, str(target))
         if values:
-            cp = decoded(self.codec, cp)
+            cp = opened(self.codec, cp)
         if known is not None:
             known = known._replace(steps=cp.steps, signals=signals_key(cp.signals))
             self._writer.remember(run_id, known)
         return cp
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        plain, codec = checkpoint, self.codec
+        # bad state fails here, before any I/O; from here on, values as stored
+        checkpoint = sealed(codec, checkpoint, self.max_state_bytes)
         etag = new_etag()
-        doc = to_document(checkpoint, etag=etag)  # bad state fails here, before any I/O
+        doc = to_document(checkpoint, etag=etag)
         signals = signals_key(checkpoint.signals)
         target, stripe = self._target(checkpoint.run_id)
         try:
@@ -188,15 +191,15 @@ class FileStore(Store):
                 assert held is not None
                 bucket = self._due.note(target.name, _due(checkpoint), checkpoint.etag)
                 expires = self._expiry.note(target.name, checkpoint, doc["updated_at"])
-                coder = Coder(self.codec, checkpoint.run_id)  # the codec as it is now
-                written = self._writer.save(held, target, checkpoint, doc, signals, coder=coder)
+                limit = room(codec, self.max_state_bytes)
+                written = self._writer.save(held, target, checkpoint, doc, signals, limit=limit)
                 self._due.noted(target.name, bucket, etag)
                 self._expiry.noted(target.name, expires, etag)
         except OSError as exc:
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
         self._told(checkpoint)
-        return evolve(checkpoint, etag=etag, updated_at=doc["updated_at"])
+        return evolve(plain, etag=etag, updated_at=doc["updated_at"])
 
     def _told(self, checkpoint: Checkpoint) -> None:
         """After a save: the processes that use the store told what it means to them
@@ -352,66 +355,6 @@ class FileStore(Store):
             data = read_file(path) or b""
         runs_listing.decode_file(self._dir(), path, data)  # raises what makes it unreadable
         return None
-
-    # -- history and retention -----------------------------------------------------------
-
-    def _walk(self, run_id: str, want: int | None) -> Walk | None:
-        target = self.file_for(run_id)
-        walk = Walk(want)
-        with self._io("read the history of", run_id, target, ""):
-            found = kept_logs.versions(self.path, target, run_id)
-            if found is None:
-                return None
-            for version in found:
-                walk.add(version)
-        return walk
-
-    def run_history(self, run_id: str) -> list[StepRecord] | None:
-        """The run's completed steps, from its log and the logs compactions kept."""
-        if not self.history.on:
-            return super().run_history(run_id)
-        walk = self._walk(run_id, None)
-        return None if walk is None else walk.entries
-
-    def load_at(self, run_id: str, step: int) -> Checkpoint | None:
-        """The checkpoint after a kept step (``Store.load_at``), replayed from the logs."""
-        if not self.history.on:
-            return super().load_at(run_id, step)
-        walk = self._walk(run_id, step)
-        if walk is None:
-            return None
-        return checkpoint_at(run_id, *walk.at(run_id))
-
-    def delete_expired(self, now: float | None = None) -> int:
-        """Delete the runs completed more than ``finished_ttl`` seconds ago (their
-        history too), found in the expiry index (``expiry``); how many. A run changed
-        meanwhile is left for the next pass."""
-        gone, d = 0, self._dir()
-        with self._io("delete the expired runs in", None, self.path / "expiry", ""):
-            for info in list(
-                self._expiry.due(
-                    time.time() if now is None else now,
-                    lambda: self.listing(RunFilter()),
-                    lambda r: self.file_for(r).name,
-                    lambda name: runs_listing.entry_of(d, self._runs / name),
-                    lambda name: self._try_lock(self._runs / name),
-                )
-            ):
-                with contextlib.suppress(ConflictError):
-                    gone += self.delete(info.run_id, etag=info.etag)
-        return gone
-
-    def prune_orphans(self, older_than: float = ORPHAN_AGE) -> int:
-        """Remove history directories that no run file claims (a delete that crashed
-        between the run's file and its history), older than ``older_than`` seconds."""
-        gone = 0
-        cutoff = time.time() - older_than
-        with self._io("prune the history in", None, self.path, ""):
-            for d in kept_logs.orphans(self.path, self._runs):
-                if d.stat().st_mtime <= cutoff:
-                    kept_logs.remove(self.path, self._runs / f"{d.name}.json")
-                    gone += 1
-        return gone
 
     # -- per-run items (streams, events; ``seam.items``, ``items``) -----------------------
 

@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 
 from ...seam.checkpoint import Checkpoint
 from ...seam.document import dumps, from_document
-from ...seam.encoded import Coder
 from ...seam.errors import conflict
 from ...seam.history import Keep
 from ...seam.rules import check_size
@@ -55,13 +54,8 @@ class Writer:
     """The writes of one FileStore (in ``store``, whose path its messages name) and
     what it knows of the runs it last read or wrote."""
 
-    def __init__(
-        self,
-        store: Path,
-        max_state_bytes: int,
-        history: Keep | None = None,
-    ) -> None:
-        self.store, self.max_state_bytes = store, max_state_bytes
+    def __init__(self, store: Path, history: Keep | None = None) -> None:
+        self.store = store
         self.history = history or Keep()
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
@@ -102,10 +96,10 @@ class Writer:
         doc: dict[str, Any],
         signals: object,
         *,
-        coder: Coder,
+        limit: int,
     ) -> int:
-        """Write ``cp`` (its document ``doc``), its values through ``coder`` (the store's
-        codec, held by the store alone: a later ``store.codec = ...`` reaches saves)."""
+        """Write ``cp`` (its document ``doc``), its values as the store was given them
+        (encoded by the seam: ``seam.encoded``), its data measured against ``limit``."""
         meta = runfile.meta_of(doc)
         path = str(target)
         file = stripe.open_run(path)
@@ -124,12 +118,11 @@ class Writer:
                     known is None or not (known.signals is signals or known.signals == signals),
                     end.sizes,
                     calls=None if known is None else known.calls,
-                    coder=coder,
                 )
                 # Sizes unknown (the record before is an earlier version's): a new file
                 # measures them. Compact once the file would outgrow 4x the snapshot.
                 if sizes is not None:
-                    check_size(cp.run_id, sizes.state + sizes.calls, self.max_state_bytes)
+                    check_size(cp.run_id, sizes.state + sizes.calls, limit)
                     meta["sizes"] = sizes
                     m = dumps(meta)
                     record = runfile.frame(m, body, doc["etag"])
@@ -150,9 +143,9 @@ class Writer:
         if self.history.on and file is not None:
             # History: the superseded log is kept, not dropped (``history``).
             kept_logs.keep_log(self.store, target, self.history, cp.step)
-        body, whole = runfile.body(doc, None, None, True, None, coder=coder)
+        body, whole = runfile.body(doc, None, None, True, None)
         assert whole is not None  # every part written whole is measured
-        check_size(cp.run_id, whole.state + whole.calls, self.max_state_bytes)
+        check_size(cp.run_id, whole.state + whole.calls, limit)
         meta["sizes"] = whole
         snapshot = runfile.frame(dumps(meta), body, doc["etag"])
         atomic_write(target, snapshot)
