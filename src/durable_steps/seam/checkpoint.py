@@ -6,7 +6,7 @@ of a checkpoint is ``document``'s; the rules a store applies before any I/O are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NoReturn, TypedDict, get_args
 
@@ -164,6 +164,10 @@ class Checkpoint:
     # -- child runs (runner.children) --
     parent: str | None = None
     """The run that started this one with ``start_child``: told when it ends."""
+    # -- the attempt log (seam.attempts) --
+    attempt_log: tuple[Sequence[Any], ...] = ()
+    """When each attempt of the running step (and of the step completed just before)
+    began and how it ended, bounded: see ``seam.attempts``. Empty: none recorded."""
 
     # -- the fields by concern, read together (the constructor takes them one by one) --
     @property

@@ -16,6 +16,7 @@ module reads today's schema only:
 - 4, optional fields: ``mailbox`` and ``receiving`` (``seam.mailbox``).
 - 4, optional fields: ``queue``, ``priority``, ``partition`` (``workers.queues``);
   ``parent`` (``runner.children``).
+- 4, optional field: ``attempt_log`` (``seam.attempts``).
 """
 
 from __future__ import annotations
@@ -125,6 +126,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     # -- run deadlines: written when set, absent meaning none ---------------------------
     if cp.deadline is not None:
         doc["deadline"] = cp.deadline
+    # -- the attempt log (seam.attempts): written when there is one -------------------
+    if cp.attempt_log:
+        doc["attempt_log"] = [list(r) for r in cp.attempt_log]
     return doc
 
 
@@ -279,7 +283,16 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "priority": _opt(doc, "priority", int),
         "partition": _opt(doc, "partition", str),
         "parent": _opt(doc, "parent", str),  # child runs (runner.children)
+        "attempt_log": _attempt_log(doc.get("attempt_log")),  # seam.attempts
     }
+
+
+def _attempt_log(rows: object) -> tuple[list[Any], ...]:
+    """The attempt log as stored: a list of lists (anything else, none: it only
+    describes, so a malformed one never makes a run unreadable)."""
+    if not isinstance(rows, list):
+        return ()
+    return tuple(r for r in rows if isinstance(r, list))
 
 
 def _resumed(records: object) -> tuple[dict[str, Any], ...]:
