@@ -26,7 +26,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..seam.checkpoint import ENDED, STATUSES, Checkpoint, RunInfo
+from ..seam.checkpoint import STATUSES, Checkpoint, RunInfo
 from ..seam.codec import Shown
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
@@ -77,6 +77,9 @@ def _holding(i: RunInfo, status: str, now: float) -> str:
     """What holds a run up: the signal it waits for (and its deadline), its timer, or
     the worker that leases it."""
     holder, expires = i.owner, i.lease_expires
+    if status == "waiting" and i.receiving is not None:  # the mailbox
+        deadline = f" (deadline {when(i.wake_at)})" if i.wake_at is not None else ""
+        return f"message on {i.receiving}{deadline}"
     if status == "waiting" and i.waiting_for:
         deadline = f" (deadline {when(i.wake_at)})" if i.wake_at is not None else ""
         return f"signal {i.waiting_for}{deadline}"
@@ -385,8 +388,8 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
     say(("completed steps", "bold"))
     for i, name in enumerate(cp.steps):
         say("  ", ("✓", "green"), f" {i} ", name)
-    if cp.status not in ENDED:
-        say(f"  next: step {cp.step + 1}, attempt {cp.attempt}")
+    if (words := cp.next_words(now)) is not None:
+        say(f"  {words}")
     _show_calls(cp, with_results)
     if cp.error:
         e = cp.error
@@ -429,7 +432,8 @@ def _show_calls(cp: Checkpoint, with_results: bool) -> None:
         elif c["kind"] == "call":
             say(f"  {at:>3} {c['name']}  (failed; attempt {c['attempt']} next)")
         else:
-            until = when(c["until"]) if c["until"] is not None else "its signal"
+            comes = "a message comes" if c["kind"] == "receive" else "the signal comes"
+            until = when(c["until"]) if c["until"] is not None else comes
             say(f"  {at:>3} {c['kind']} {c['name']}  until {until}")
         if "result" in c:
             shown = JSON(json.dumps(c["result"], default=str))

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from . import formats, mailbox
-from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
+from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead, waits_for
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
 from .rules import check_run_id
 from .state import check_json, is_checked, is_record
@@ -327,7 +327,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         workflow=cp.workflow,
         lease_expires=cp.lease_expires,
         owner=cp.owner,
-        waiting_for=cp.waiting_for,
+        waiting_for=waits_for(cp.waiting_for, cp.receiving),
         attempt=cp.attempt,
         wake_at=cp.wake_at,
         version=cp.version,
@@ -335,6 +335,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         queue=cp.queue,
         priority=cp.priority,
         partition=cp.partition,
+        receiving=cp.receiving,
     )
 
 
@@ -371,7 +372,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         workflow=extra["workflow"],
         lease_expires=extra["lease_expires"],
         owner=extra["owner"],
-        waiting_for=extra["waiting_for"],
+        waiting_for=waits_for(extra["waiting_for"], extra["receiving"]),
         attempt=attempt,
         wake_at=extra["wake_at"],
         version=extra["version"],
@@ -379,4 +380,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         queue=extra["queue"],
         priority=extra["priority"],
         partition=extra["partition"],
+        receiving=extra["receiving"],
     )
