@@ -155,3 +155,24 @@ def test_the_words_for_where_a_run_stands(site: Site) -> None:
     cp = site.store.load(stopped)
     assert (cp.step, cp.status, cp.attempt) == (0, "running", 0)
     assert cp.next_words() == "next: step 1, attempt 1 (not started yet: a worker takes it)"
+
+    # ... and one told to stop inside a step gives it back at its next call.
+    inside, stopping[0] = f"inside-{uuid.uuid4().hex[:8]}", False
+
+    def b(state: Any) -> dict[str, Any]:
+        ds.call("first", lambda: 1)
+        stopping[0] = True
+        ds.call("second", lambda: 2)
+        return {}
+
+    w = ds.Workflow(f"w-{inside}", [ds.Step("b", b)])
+    with pytest.raises(ds.DurableError, match="stop"):
+        drive(w.program(inside, None, 60.0, None, lambda: stopping[0]), site.store)
+    cp = site.store.load(inside)
+    assert [(a.number, a.how) for a in cp.attempts_of(0)] == [(1, "released")]
+    assert cp.next_words() == (
+        "next: step 0, attempt 1 (its worker stopped and gave the run back: a worker runs "
+        "it again)"
+    )
+    (released,) = kinds(timeline.events_of(cp, (), time.time()), timeline.ATTEMPT, 0)
+    assert released.how == "released" and "gave the run back" in released.detail

@@ -32,6 +32,7 @@ from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store
 from ..stores.config import store_for
+from .attempts import show_attempts
 from .common import out, owner, say, size, when
 from .resume import show_resumed
 from .streams import event_records, show_events
@@ -390,6 +391,7 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
         say("  ", ("✓", "green"), f" {i} ", name)
     if (words := cp.next_words(now)) is not None:
         say(f"  {words}")
+    show_attempts(cp)
     _show_calls(cp, with_results)
     if cp.error:
         e = cp.error
