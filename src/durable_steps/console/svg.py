@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from .axis import BREAK, Scale
-from .timeline import ATTEMPT, CALL, ERROR, IDLE, RETRY, SAVED, SLEEP, STEP, WAIT, Event
+from .timeline import ATTEMPT, CALL, ERROR, IDLE, RETRY, SAVED, SLEEP, STEP, WAIT, Event, span
 
 WIDTH, LEFT, RIGHT, ROW, TOP = 960, 130, 16, 30, 8
 PLOT = WIDTH - LEFT - RIGHT
@@ -39,16 +39,6 @@ def clock(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-
-
-def span(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def render(events: list[Event], now: float | None = None, zoom: int | None = None) -> str:

@@ -188,7 +188,7 @@ def _idle_until(cp: Checkpoint | None, now: float | None) -> float | None:
 
 
 def _idle(how: str, seconds: float, last: bool, cp: Checkpoint | None) -> str:
-    took = _span(seconds)
+    took = span(seconds)
     if last and cp is not None:
         now = {
             "failed": f"failed: not running for {took} (resume_run runs it again)",
@@ -203,7 +203,8 @@ def _idle(how: str, seconds: float, last: bool, cp: Checkpoint | None) -> str:
     return between.get(how, f"not running for {took}")
 
 
-def _span(seconds: float) -> str:
+def span(seconds: float) -> str:
+    """A duration in words: ms, s, min or h."""
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 120:

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .callindex import _int, _num, _str
+
 LIMIT = 12
 """Records kept per step: the last ones (a poison step's tenth crash stays visible)."""
 HOWS = ("completed", "failed", "waiting", "released", "cancelled", "lost")
@@ -55,18 +57,6 @@ class Attempt:
     error_message: str | None = None
     seen: float | None = None
     """A lost attempt's last save: it ended after this, before the next began."""
-
-
-def _num(v: object) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _int(v: object) -> int | None:
-    return v if type(v) is int else None
-
-
-def _str(v: object) -> str | None:
-    return v if isinstance(v, str) else None
 
 
 def read(stored: Iterable[Any] | None) -> tuple[Attempt, ...]:
