@@ -171,8 +171,35 @@ def test_the_words_for_where_a_run_stands(site: Site) -> None:
     cp = site.store.load(inside)
     assert [(a.number, a.how) for a in cp.attempts_of(0)] == [(1, "released")]
     assert cp.next_words() == (
-        "next: step 0, attempt 1 (its worker stopped and gave the run back: a worker runs "
-        "it again)"
+        "next: step 0, attempt 1 (its worker stopped and gave the run back: a worker runs it again)"
     )
     (released,) = kinds(timeline.events_of(cp, (), time.time()), timeline.ATTEMPT, 0)
     assert released.how == "released" and "gave the run back" in released.detail
+
+
+def test_an_attempt_cancelled_while_it_ran_stays_cancelled_after_a_resume(site: Site) -> None:
+    """cancel_run while step 0 runs (its next save finds the run cancelled), then
+    resume_run and run again: attempt 1 ended cancelled -- not "lost" (a crash) as an
+    open record would be read by the next claim."""
+    run_id = f"cancel-{uuid.uuid4().hex[:8]}"
+    cancelling = [True]
+
+    def step(state: Any) -> dict[str, Any]:
+        if cancelling[0]:
+            cancelling[0] = False
+            ds.cancel_run(site.store, run_id, reason="the customer withdrew")
+        ds.call("lookup", lambda: 1)
+        return {}
+
+    with pytest.raises(ds.RunCancelledError):
+        ds.run(run_id, [ds.Step("s", step)], site.store)
+    cancelled = site.store.load(run_id)
+    (open_one,) = kinds(timeline.events_of(cancelled, (), time.time()), timeline.ATTEMPT, 0)
+    assert open_one.how == "cancelled"
+    ds.resume_run(site.store, run_id)
+    ds.run(run_id, [ds.Step("s", step)], site.store)
+    history = ds.run_history(site.store, run_id)
+    assert [(a.number, a.how) for a in history[0].attempt_log] == [
+        (1, "cancelled"),
+        (2, "completed"),
+    ]
