@@ -203,3 +203,24 @@ def test_an_attempt_cancelled_while_it_ran_stays_cancelled_after_a_resume(site: 
         (1, "cancelled"),
         (2, "completed"),
     ]
+
+
+def test_the_running_step_s_bar_begins_with_its_own_first_attempt() -> None:
+    """Step 0 ran from T to T+10 (history), step 1 runs since T+10: step 1's bar begins
+    where step 0's ends, not at step 0's first attempt."""
+    t = 1_800_000_000.0
+    done = ds.StepRecord(
+        0, "a", t + 10, 1, 5, attempt_log=(ds.Attempt(0, 1, t, t + 10, "completed"),)
+    )
+    run = ds.Checkpoint(
+        run_id="r", step=0, state={}, steps=("a",), owner="w", lease_expires=t + 99,
+        attempt_log=([0, 1, t, t + 10, "completed"], [1, 1, t + 10, None, None]),
+    )  # fmt: skip
+    picture = svg.render(timeline.events_of(run, [done], t + 20), t + 20)
+    x = {
+        cls: float(at)
+        for cls, at in re.findall(
+            r'<g class="step (done|current)[^"]*"[^>]*>.*?<rect x="([\d.]+)"', picture
+        )
+    }
+    assert x["current"] > x["done"] + 100

@@ -163,7 +163,7 @@ def _steps_lane(events: list[Event], scale: Scale, y: float, *, zone: float, tim
                      data=f'data-step="{e.step}"')
             )  # fmt: skip
     saved = next((e for e in events if e.kind == SAVED), None)
-    attempts = [e for e in events if e.kind == ATTEMPT]
+    attempts = [e for e in events if e.kind == ATTEMPT and saved and e.step == saved.step]
     if saved is not None and saved.name != "completed" and timed:
         starts = [e.start for e in attempts if e.start is not None]
         ends = [e.at for e in attempts if e.at is not None] + [scale.t1]
