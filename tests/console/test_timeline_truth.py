@@ -224,3 +224,30 @@ def test_the_running_step_s_bar_begins_with_its_own_first_attempt() -> None:
         )
     }
     assert x["current"] > x["done"] + 100
+
+
+def test_a_page_knows_the_status_it_was_made_for_and_the_live_fragment_the_new_one(
+    site: Site,
+) -> None:
+    """The run page marks the status it was made for (``#status[data-status]``); the
+    live fragment carries the run's status now, which the page's script compares to
+    load itself anew when it changed: once the run completed, the page offers no
+    Signal, Message or Cancel."""
+    run_id = f"inbox-{uuid.uuid4().hex[:8]}"
+
+    def inbox(state: Any) -> dict[str, Any]:
+        return {"got": ds.receive("orders")}
+
+    with pytest.raises(ds.RunWaiting):
+        ds.run(run_id, [ds.Step("inbox", inbox)], site.store)
+    page = site.get(f"/run/{run_id}")
+    assert 'id="status" data-status="waiting"' in page.body
+    assert 'data-action="signal"' in page.body and 'data-action="cancel"' in page.body
+    ds.send_message(site.store, run_id, "orders", {"id": 7})
+    ds.run(run_id, [ds.Step("inbox", inbox)], site.store)
+    live = site.get(f"/run/{run_id}/live")
+    assert 'data-status="completed"' in live.body
+    again = site.get(f"/run/{run_id}")
+    assert 'id="status" data-status="completed"' in again.body
+    for action in ("signal", "message", "cancel"):
+        assert f'data-action="{action}"' not in again.body
