@@ -128,7 +128,7 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         doc["deadline"] = cp.deadline
     # -- the attempt log (seam.attempts): written when there is one -------------------
     if cp.attempt_log:
-        doc["attempt_log"] = [list(r) for r in cp.attempt_log]
+        doc["attempt_log"] = cp.attempt_log  # (rows of JSON scalars; a tuple encodes as a list)
     return doc
 
 
