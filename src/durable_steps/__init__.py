@@ -52,6 +52,8 @@ from .runs.stream_index import (
 )
 from .runs.streams import read_stream, read_stream_async
 from .runs.upgrade import upgrade_run, upgrade_run_async
+from .seam.attempts import Attempt
+from .seam.callindex import CallEntry
 from .seam.checkpoint import Checkpoint, RunInfo
 from .seam.codec import Compression, Keyring, ValueCodec  # the codec (docs/security.md)
 from .seam.errors import (
@@ -170,6 +172,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose, as readers look for them; a te
     "load_at",
     "load_at_async",
     "StepRecord",
+    "Attempt",
+    "CallEntry",
     "fork_run",
     "fork_run_async",
     "resume_run",

@@ -125,7 +125,7 @@ def test_show_has_status_lease_wait_signals_and_last_error(cli: Cli, run_id: str
     assert "held by worker-7 until" in cli("runs", "show", f"{run_id}-leased").stdout
     waiting = cli("runs", "show", f"{run_id}-waiting").stdout
     assert "waiting for signal approval" in waiting and "workflow  refund" in waiting
-    assert "✓ 0 draft" in waiting and "next: step 1, attempt 1" in waiting
+    assert "✓ 0 draft" in waiting and "next: step 1, attempt 2" in waiting  # attempt 1 suspended
     shown = cli.json("runs", "show", f"{run_id}-failed")
     assert shown["status"] == "failed"
     assert (shown["error"]["type"], shown["error"]["step"]) == ("RuntimeError", 1)

@@ -79,14 +79,18 @@ def test_a_run_killed_mid_step_and_resumed_shows_both_attempts(site: Site, page:
     page.reload()
     page.click(f"a:text-is('{run_id}')")
     svg = page.locator("svg.timeline")
-    expect(svg.locator("[data-attempt]")).to_have_count(2)
+    step = "[data-step='1']"  # the step killed (step 0's one attempt is drawn too)
+    expect(svg.locator(f"{step}[data-attempt]")).to_have_count(2)
     expect(svg.locator(".call")).to_have_count(4)
-    first = svg.locator("[data-attempt='1'] title").text_content()
-    assert "ended without a record: a crash or a lost lease" in first
-    assert "suspended" in svg.locator("[data-attempt='2'] title").text_content()
-    one, two = (svg.locator(f"[data-attempt='{n}'] rect").bounding_box() for n in (1, 2))
+    first = svg.locator(f"{step}[data-attempt='1'] title").text_content()
+    assert "ended without a record: its process crashed or lost its lease" in first
+    assert "suspended" in svg.locator(f"{step}[data-attempt='2'] title").text_content()
+    one, two = (svg.locator(f"{step}[data-attempt='{n}'] rect").bounding_box() for n in (1, 2))
     assert one["x"] < two["x"]  # attempt 2 after attempt 1 on the time axis
-    expect(page.locator("ul.attempts")).to_contain_text("attempt 1: ended without a record")
+    expect(svg.locator(f"{step}[data-idle='lost']")).to_have_count(1)  # down until resumed
+    expect(page.locator(f"ul.attempts li{step}[data-attempt='1']")).to_contain_text(
+        "ended without a record"
+    )
     expect(page.locator("#status")).to_have_text("waiting")
     page.locator("tr[data-call='2'] a.fold").click()
     expect(page.locator("tr[data-call='2'] .folded")).to_contain_text("llm answer 2")

@@ -1,5 +1,6 @@
-"""A completed step's history entry indexes its calls (name, key, time, result size,
-attempt -- never results), on every backend; entries written before it load."""
+"""A completed step's history entry indexes its calls (name, key, start and end, result
+size, attempt -- never results) and keeps its attempts (when each began, how it
+ended), on every backend; entries written before it load."""
 
 from __future__ import annotations
 
@@ -44,7 +45,19 @@ def test_a_step_s_history_lists_its_calls_in_order_without_results(api: Api, run
     ]
     ends = [c.end for c in first.calls]
     assert all(e is not None for e in ends) and ends == sorted(ends)
-    assert all(c.start is None for c in first.calls)  # not recorded
+    # when each call began travels in its result's record: start <= end, in order
+    starts = [c.start for c in first.calls]
+    assert all(s is not None and s <= e for s, e in zip(starts, ends, strict=True))
+    # the step's attempts, as the engine recorded them: began, ended, how
+    one, two = first.attempt_log
+    assert (one.number, one.how, one.error_type) == (1, "failed", "RuntimeError")
+    assert one.error_message == "fails once after two calls"
+    assert (two.number, two.how, two.error_type) == (2, "completed", None)
+    assert one.began is not None and one.ended is not None and two.began is not None
+    assert one.began <= starts[0] and one.ended <= two.began  # type: ignore[operator]
+    assert two.ended is not None and abs(two.ended - first.at) < 1  # type: ignore[operator]
+    (own,) = after.attempt_log
+    assert (own.step, own.number, own.how) == (1, 1, "completed")
     assert first.at is not None and ends[-1] <= first.at  # type: ignore[operator]
     assert first.calls_left_out == 0
     assert [c.label for c in first.calls] == ["llm#0", "lookup[tool-7]", "llm#2"]

@@ -285,6 +285,8 @@ def test_public_names_are_pinned(tmp_path: Path) -> None:
             "StepMismatchError",
             "StepNotKeptError",
             "StepRecord",
+            "Attempt",
+            "CallEntry",
             "Store",
             "StoreError",
             "StreamNotFoundError",  # streams

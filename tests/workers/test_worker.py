@@ -105,6 +105,8 @@ def test_a_stop_signal_lets_the_step_finish_releases_the_lease_and_exits_0(
     assert f"run {run_id}: released at a step boundary" in out
     cp = store.load(run_id)
     assert (cp.step, cp.status, cp.owner, cp.lease_expires) == (1, "running", None, None)
+    assert cp.next_words() == "next: step 2, attempt 1 (not started yet: a worker takes it)"
+    assert [(a.number, a.how) for a in cp.attempts_of(1)] == [(2, "completed")]
     again = worker(env, tmp_path, "flows:REPORT", "--once")
     out, _ = again.communicate(timeout=120)
     assert again.returncode == 0, stderr_of(tmp_path)

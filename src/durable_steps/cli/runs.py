@@ -26,12 +26,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..seam.checkpoint import ENDED, STATUSES, Checkpoint, RunInfo
+from ..seam.checkpoint import STATUSES, Checkpoint, RunInfo
 from ..seam.codec import Shown
 from ..seam.errors import RunNotFoundError
 from ..seam.rules import check_run_id
 from ..seam.store import Store
 from ..stores.config import store_for
+from .attempts import show_attempts
 from .common import out, owner, say, size, when
 from .resume import show_resumed
 from .streams import event_records, show_events
@@ -77,6 +78,9 @@ def _holding(i: RunInfo, status: str, now: float) -> str:
     """What holds a run up: the signal it waits for (and its deadline), its timer, or
     the worker that leases it."""
     holder, expires = i.owner, i.lease_expires
+    if status == "waiting" and i.receiving is not None:  # the mailbox
+        deadline = f" (deadline {when(i.wake_at)})" if i.wake_at is not None else ""
+        return f"message on {i.receiving}{deadline}"
     if status == "waiting" and i.waiting_for:
         deadline = f" (deadline {when(i.wake_at)})" if i.wake_at is not None else ""
         return f"signal {i.waiting_for}{deadline}"
@@ -386,8 +390,9 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
     say(("completed steps", "bold"))
     for i, name in enumerate(cp.steps):
         say("  ", ("✓", "green"), f" {i} ", name)
-    if cp.status not in ENDED:
-        say(f"  next: step {cp.step + 1}, attempt {cp.attempt}")
+    if (words := cp.next_words(now)) is not None:
+        say(f"  {words}")
+    show_attempts(cp)
     _show_calls(cp, with_results)
     if cp.error:
         e = cp.error
@@ -432,7 +437,8 @@ def _show_calls(cp: Checkpoint, with_results: bool) -> None:
         elif c["kind"] == "call":
             say(f"  {n:>3} {c['name']}  (failed; attempt {c['attempt']} next){where}")
         else:
-            until = when(c["until"]) if c["until"] is not None else "its signal"
+            comes = "a message comes" if c["kind"] == "receive" else "the signal comes"
+            until = when(c["until"]) if c["until"] is not None else comes
             say(f"  {n:>3} {c['kind']} {c['name']}  until {until}{where}")
         if "result" in c:
             shown = JSON(json.dumps(c["result"], default=str))

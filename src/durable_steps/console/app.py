@@ -221,7 +221,8 @@ class Console:
         }
         offered = [] if self.read_only_for(request) else actions.offered(cp)
         return self.page(
-            "run.html", 200, request, **self._live(cp, panels["history"]), panels=panels,
+            "run.html", 200, request, **self._live(cp, panels["history"], _zoom(request)),
+            panels=panels,
             offered=offered,
             done=done, state=values.node("state", cp.state, ()),
             signals=values.node("signals", dict(cp.signals), ()),
@@ -236,10 +237,13 @@ class Console:
         running = info.status == "running" and info.owner is not None
         if info.etag == request.query_params.get("etag") and not running:
             return Response(status_code=204)
-        return self.page("live.html", **self._live(self.loaded.get(run_id)))
+        return self.page("live.html", **self._live(self.loaded.get(run_id), zoom=_zoom(request)))
 
     def _live(
-        self, cp: Checkpoint, history: sources.Panel[StepRecord] | None = None
+        self,
+        cp: Checkpoint,
+        history: sources.Panel[StepRecord] | None = None,
+        zoom: int | None = None,
     ) -> dict[str, Any]:
         now = time.time()
         if history is None:
@@ -248,7 +252,9 @@ class Console:
         calls = [(values.call_name(r), r) for r in cp.calls]
         return {
             "cp": cp,
-            "timeline": Markup(svg.render(events, now)),  # noqa: S704 (svg escapes every text)
+            "timeline": Markup(svg.render(events, now, zoom)),  # noqa: S704 (svg escapes texts)
+            "zoom": zoom,
+            "zoomable": range(cp.step + (1 if cp.status == "completed" else 2)),
             "attempts": [e for e in events if e.kind == timeline.ATTEMPT],
             "calls": calls,
             "size_of": timeline.size_of,
@@ -378,3 +384,9 @@ def create_app(
     handlers = {DurableError: c.failed, api.ApiError: api.failed}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, secrets, hosts)
+
+
+def _zoom(request: Request) -> int | None:
+    """The step the timeline is zoomed to (``?zoom=K``), if any."""
+    asked = request.query_params.get("zoom", "")
+    return int(asked) if asked.isdigit() else None

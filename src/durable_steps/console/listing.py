@@ -358,6 +358,8 @@ def holding(info: RunInfo, now: float) -> tuple[str, float | None]:
     """What holds a run up, and until when: the signal it waits for (its deadline), its
     timer, or the worker that leases it."""
     status = status_of(info)
+    if status == "waiting" and info.receiving is not None:  # the mailbox
+        return f"message on {info.receiving}" + (", deadline" if info.wake_at else ""), info.wake_at
     if status == "waiting" and info.waiting_for:
         return f"signal {info.waiting_for}" + (", deadline" if info.wake_at else ""), info.wake_at
     if status == "waiting" and info.wake_at is not None:

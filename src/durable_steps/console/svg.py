@@ -2,23 +2,28 @@
 
 Lanes, top to bottom: the steps (completed ones whose times are not known are a row of
 boxes in an "earlier" zone at the left, as history is not kept; the running step a bar
-to the end of the axis), the running step's attempts (bands; a boundary whose time is
-estimated is dashed, a failure a red mark), one lane of calls per task that made calls
-(each call a bar from the previous event of its task to the moment it returned), and the
-waits (a sleep or a signal wait up to its wake time or deadline). A time axis below.
+to the end of the axis), the attempts of every step at their recorded times (bands; a
+boundary whose time is estimated is dashed, a failure a red mark) with the periods
+when nothing ran between them drawn as such (hatched ``idle`` bars), one lane of calls
+per task that made calls (each call a bar from its start to its end; where its start is
+not recorded, back to the previous event of its task), and the waits (a sleep or a
+signal wait up to its wake time or deadline). A time axis below, where a long idle
+period is compressed behind a visible break (``axis``). ``zoom``: one step alone.
 
 Every text in the picture comes from a run (step, call and error names) and is escaped
 here; each element carries a ``<title>`` (the browser's tooltip) with the facts, and
-``data-`` attributes that tests and scripts can read.
+``data-`` attributes that tests and scripts can read: ``data-step``, ``data-attempt``,
+``data-how`` (an attempt's ending), ``data-idle``, ``data-call``, ``data-gap`` (the
+seconds a break stands for).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from .timeline import ATTEMPT, CALL, ERROR, RETRY, SAVED, SLEEP, STEP, WAIT, Event
+from .axis import BREAK, Scale
+from .timeline import ATTEMPT, CALL, ERROR, IDLE, RETRY, SAVED, SLEEP, STEP, WAIT, Event, span
 
 WIDTH, LEFT, RIGHT, ROW, TOP = 960, 130, 16, 30, 8
 PLOT = WIDTH - LEFT - RIGHT
@@ -36,50 +41,30 @@ def clock(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def span(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class Scale:
-    """Seconds since the epoch to x, over the plot right of the "earlier" zone."""
-
-    def __init__(self, times: Iterable[float], left: float) -> None:
-        known = sorted(times)
-        self.t0 = known[0] if known else 0.0
-        self.t1 = known[-1] if known else 1.0
-        if self.t1 - self.t0 < 0.001:
-            self.t0, self.t1 = self.t0 - 0.5, self.t1 + 0.5
-        self.left, self.width = left, LEFT + PLOT - left
-
-    def x(self, t: float) -> float:
-        clipped = min(max(t, self.t0), self.t1)
-        return self.left + (clipped - self.t0) / (self.t1 - self.t0) * self.width
-
-
-def render(events: list[Event], now: float | None = None) -> str:
-    """The SVG of a run's timeline."""
+def render(events: list[Event], now: float | None = None, zoom: int | None = None) -> str:
+    """The SVG of a run's timeline (``zoom``: step ``zoom``'s events alone)."""
+    if zoom is not None:
+        events = [e for e in events if e.step == zoom or e.kind == SAVED]
     timed = [t for e in events if e.kind not in (SLEEP, WAIT) for t in (e.at, e.start) if t]
     live = any(e.kind == ATTEMPT and e.at == now for e in events)
     waiting = any(e.kind == SAVED and e.name == "waiting" for e in events)
-    if now is not None and timed and (live or waiting):
+    if now is not None and timed and (live or waiting) and zoom is None:
         timed.append(now)  # the axis runs to now: how long it has run, or waited, so far
     steps = [e for e in events if e.kind == STEP]
     untimed = [e for e in steps if e.at is None]
     zone = EARLIER if untimed and timed else (PLOT if untimed else 0)
-    scale = Scale(timed, LEFT + zone)
+    idle = [(e.start, e.at) for e in events if e.kind == IDLE and e.start and e.at]
+    scale = Scale(timed, LEFT + zone, LEFT + PLOT, idle)
     rows: list[str] = []
     y = TOP
     rows.append(_steps_lane(events, scale, y, zone=zone, timed=bool(timed)))
     y += ROW
     attempts = [e for e in events if e.kind == ATTEMPT]
     if attempts:
-        rows.append(_attempts_lane(attempts, [e for e in events if e.kind == ERROR], scale, y))
+        idles = [e for e in events if e.kind == IDLE]
+        rows.append(
+            _attempts_lane(attempts, idles, [e for e in events if e.kind == ERROR], scale, y)
+        )
         y += ROW
     tasks = sorted({e.task for e in events if e.kind in (CALL, RETRY)}, key=_task_order)
     for task in tasks:
@@ -88,17 +73,36 @@ def render(events: list[Event], now: float | None = None) -> str:
         y += ROW
     waits = [e for e in events if e.kind in (SLEEP, WAIT)]
     saved = next((e for e in events if e.kind == SAVED), None)
-    if waits:
+    if waits and zoom is None:
         rows.append(_waits_lane(waits, saved, scale, y))
         y += ROW
+    rows.append(_breaks(scale, TOP, y))
     rows.append(_axis(scale, y, bool(timed)))
     height = y + 34
     body = "\n".join(rows)
+    zoomed = "" if zoom is None else f' data-zoom="{zoom}"'
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" role="img" '
-        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}"{zoomed} '
         f'aria-label="timeline of the run">\n{body}\n</svg>'
     )
+
+
+def _breaks(scale: Scale, top: float, bottom: float) -> str:
+    """Each compressed period: a band with a zigzag through every lane, and its length."""
+    parts = []
+    for a, b in scale.breaks:
+        x = scale.x(a)
+        zig = " ".join(f"l{4 if n % 2 == 0 else -4},6" for n in range(int((bottom - top) / 6)))
+        title = f"{span(b - a)} when nothing ran, compressed (from {clock(a)} to {clock(b)})"
+        parts.append(
+            f'<g class="break" data-gap="{b - a:.1f}"><title>{_q(title)}</title>'
+            f'<rect x="{x:.1f}" y="{top:.1f}" width="{BREAK:.1f}" height="{bottom - top:.1f}"/>'
+            f'<path d="M{x + BREAK / 2 - 2:.1f},{top:.1f} {zig}"/>'
+            f'<text class="note" x="{x + 2:.1f}" y="{bottom + 30:.1f}">{_q(span(b - a))}</text>'
+            "</g>"
+        )
+    return "\n".join(parts)
 
 
 def _task_order(task: str) -> tuple[int, list[int]]:
@@ -159,7 +163,7 @@ def _steps_lane(events: list[Event], scale: Scale, y: float, *, zone: float, tim
                      data=f'data-step="{e.step}"')
             )  # fmt: skip
     saved = next((e for e in events if e.kind == SAVED), None)
-    attempts = [e for e in events if e.kind == ATTEMPT]
+    attempts = [e for e in events if e.kind == ATTEMPT and saved and e.step == saved.step]
     if saved is not None and saved.name != "completed" and timed:
         starts = [e.start for e in attempts if e.start is not None]
         ends = [e.at for e in attempts if e.at is not None] + [scale.t1]
@@ -172,11 +176,22 @@ def _steps_lane(events: list[Event], scale: Scale, y: float, *, zone: float, tim
     return "\n".join(parts)
 
 
-def _attempts_lane(attempts: list[Event], errors: list[Event], scale: Scale, y: float) -> str:
-    parts = [_label(y, f"attempts of step {attempts[0].step}")]
+def _attempts_lane(
+    attempts: list[Event], idles: list[Event], errors: list[Event], scale: Scale, y: float
+) -> str:
+    steps = sorted({e.step for e in attempts})
+    label = f"attempts of step {steps[0]}" if len(steps) == 1 else "attempts"
+    parts = [_label(y, label)]
+    for e in idles:
+        if e.start is None or e.at is None:
+            continue
+        title = f"step {e.step}: {e.detail}; from {clock(e.start)} to {clock(e.at)}"
+        data = f'data-step="{e.step}" data-idle="{_q(e.how)}"'
+        parts.append(_bar(scale.x(e.start), scale.x(e.at), y, f"idle idle-{e.how}", title,
+                          data=data))  # fmt: skip
     for e in attempts:
-        data = f'data-attempt="{e.attempt}"'
-        how = f"{e.name}: {e.detail}"
+        data = f'data-step="{e.step}" data-attempt="{e.attempt}" data-how="{_q(e.how)}"'
+        how = f"step {e.step}, {e.name}: {e.detail}"
         if e.start is None and e.at is None:
             title = f"{how} (when is not recorded)"
             at = scale.left - 8 * (len(attempts) - (e.attempt or 0) + 1)
@@ -188,6 +203,7 @@ def _attempts_lane(attempts: list[Event], errors: list[Event], scale: Scale, y: 
             " (a boundary is estimated: the crash's time is not recorded)" if e.estimated else ""
         )
         cls = f"attempt n{(e.attempt or 0) % 2}" + (" estimated" if e.estimated else "")
+        cls += f" how-{e.how}" if e.how else ""
         parts.append(_bar(x0, x1, y, cls, title, text=e.name, data=data))
         if e.estimated and e.start is not None:
             parts.append(
@@ -218,6 +234,17 @@ def _calls_lane(
             x = LEFT + PLOT - 10
             title = f"call {where} {e.name}: {e.detail}"
             parts.append(_bar(x, x + 6, y, "call retry", title, data=data))
+            continue
+        data += f' data-step="{e.step}"'
+        if e.start is not None:  # recorded: from when its last try began
+            title = (
+                f"step {e.step}, call {where} {e.name}: from {clock(e.start)} to "
+                f"{clock(e.at)} ({span(e.at - e.start)}), {e.size} bytes"
+                + (f", attempt {e.attempt}" if e.attempt else "")
+            )
+            parts.append(_call(scale.x(e.start), scale.x(e.at), y, title, name=e.name,
+                               data=data + " data-timed"))  # fmt: skip
+            previous = e.at
             continue
         begun = max(
             [s for s in starts if s <= e.at] + ([previous] if previous else []), default=e.at
@@ -252,11 +279,17 @@ def _waits_lane(waits: list[Event], saved: Event | None, scale: Scale, y: float)
     parts = [_label(y, "waits")]
     begun = saved.at if saved is not None and saved.name == "waiting" else None
     for e in waits:
-        what = "sleep" if e.kind == SLEEP else f"wait for signal {e.name}"
-        until = e.at
-        title = f"{what}: " + (
-            f"until {clock(until)}" if until is not None else "until its signal comes"
+        message = e.detail == "receive"  # a wait for a message (runner.mailbox)
+        what = (
+            "sleep"
+            if e.kind == SLEEP
+            else f"wait for a message on {e.name}"
+            if message
+            else f"wait for signal {e.name}"
         )
+        until = e.at
+        comes = "until a message comes" if message else "until the signal comes"
+        title = f"{what}: " + (f"until {clock(until)}" if until is not None else comes)
         x0 = scale.x(begun) if begun is not None else LEFT + PLOT - 60
         x1 = scale.x(until) if until is not None and until <= scale.t1 else LEFT + PLOT
         arrow = "" if until is None or until <= scale.t1 else " →"
@@ -275,8 +308,8 @@ def _axis(scale: Scale, y: float, timed: bool) -> str:
         f'y2="{y + 2:.1f}"/>'
     ]
     for n in range(5):
-        t = scale.t0 + (scale.t1 - scale.t0) * n / 4
-        x = scale.x(t)
+        x = scale.left + scale.width * n / 4
+        t = scale.t(x)
         anchor = "start" if n == 0 else "end" if n == 4 else "middle"
         text = clock(t)[11:] if n == 0 else f"+{span(t - scale.t0)}"
         parts.append(

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..seam import mailbox
+from ..seam import attempts, mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import DurableError, Suspend
 from ..seam.state import CallRecords, call_key, call_records, freeze
@@ -34,6 +34,10 @@ NO_LEASE: dict[str, Any] = {"owner": None, "lease_expires": None}
 def after_step(
     cp: Checkpoint, i: int, name: str, state: Any, *, last: bool, held: dict[str, Any]
 ) -> Checkpoint:
+    t = time.time()
+    log = attempts.end(cp.attempt_log, "completed", t)
+    # The next step's first attempt begins now; the last step's records stay alone.
+    log = tuple(r for r in log if r[0] == i) if last else attempts.begin(log, i + 1, 1, t)
     return evolve(  # replace(), faster: once per step
         cp,
         step=i,
@@ -44,36 +48,53 @@ def after_step(
         first_attempt=1,
         error=None,
         calls=(),
+        attempt_log=log,
         updated_at=None,
         **(NO_LEASE if last else held),
     )
 
 
-def retrying(cp: Checkpoint, i: int, exc: BaseException, held: dict[str, Any]) -> Checkpoint:
-    return evolve(
-        cp, attempt=cp.attempt + 1, error=error_record(i, cp.attempt, exc), updated_at=None, **held
-    )
+def retrying(
+    cp: Checkpoint, i: int, exc: BaseException, held: dict[str, Any], pause: float = 0.0
+) -> Checkpoint:
+    """Step i failed and runs again after ``pause`` s: that attempt ends failed now,
+    the next one begins when the pause is over (the log shows the pause between)."""
+    error = error_record(i, cp.attempt, exc)
+    log = attempts.end(cp.attempt_log, "failed", error["at"], error)
+    log = attempts.begin(log, i, cp.attempt + 1, error["at"] + pause)
+    return evolve(cp, attempt=cp.attempt + 1, error=error, attempt_log=log, updated_at=None, **held)
 
 
-def released(cp: Checkpoint) -> Checkpoint:
-    """The lease given back (cancelled, interrupted, stopping): the run stays as it is."""
-    return evolve(cp, updated_at=None, **NO_LEASE)
+def released(cp: Checkpoint, how: str = "released") -> Checkpoint:
+    """The lease given back (cancelled, interrupted, stopping): the run stays as it is;
+    the running attempt, if any, ended as ``how``."""
+    log = attempts.end(cp.attempt_log, how, time.time())
+    return evolve(cp, updated_at=None, attempt_log=log, **NO_LEASE)
 
 
 def stopped(cp: Checkpoint) -> Checkpoint:
     """Released at a step boundary: the next step did not start after all, so the
     attempt counted for it (by the claim, or by the previous step's save) is undone."""
+    out = released(evolve(cp, attempt_log=attempts.unbegun(cp.attempt_log)))
+    return evolve(out, attempt=cp.attempt - 1)
+
+
+def interrupted(cp: Checkpoint) -> Checkpoint:
+    """Stopped inside a step (at its next call): the lease given back, the attempt
+    undone (it runs again under the same number), its record kept as released."""
     return evolve(released(cp), attempt=cp.attempt - 1)
 
 
 def failed(cp: Checkpoint, i: int, exc: BaseException) -> Checkpoint:
-    return evolve(released(cp), status="failed", error=error_record(i, cp.attempt, exc))
+    error = error_record(i, cp.attempt, exc)
+    log = attempts.end(cp.attempt_log, "failed", error["at"], error)
+    return evolve(released(cp), status="failed", error=error, attempt_log=log)
 
 
 def waiting(cp: Checkpoint, wait: Suspend) -> Checkpoint:
     calls = cp.calls if wait.record is None else merge_calls(cp.calls, (wait.record,))
     return evolve(
-        released(cp),
+        released(cp, "waiting"),
         status="waiting",
         waiting_for=wait.signal,
         wake_at=wait.wake_at,
@@ -91,6 +112,7 @@ def woken(cp: Checkpoint, held: dict[str, Any]) -> Checkpoint:
         waiting_for=None,
         receiving=None,
         wake_at=None,
+        attempt_log=attempts.begin(cp.attempt_log, cp.step + 1, cp.attempt + 1, time.time()),
         attempt=cp.attempt + 1,
         first_attempt=cp.attempt + 1,
         updated_at=None,

@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..seam import mailbox
+from ..seam import attempts, mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     StepMismatchError,
@@ -80,12 +80,15 @@ def claim_for(
     # After a failure or a wait, a new round of retries; after a crash, the same one.
     woken = loaded.waiting_for is not None or loaded.receiving is not None  # by a send
     new_round = loaded.status in ("failed", "waiting") or woken
+    # An attempt still open in the log ended without a record: a crash or a lost lease.
+    log = attempts.lost(loaded.attempt_log, loaded.updated_at)
     return evolve(
         loaded,
         status="running",
         workflow=workflow or loaded.workflow,
         attempt=started,
         first_attempt=started if new_round else loaded.first_attempt,
+        attempt_log=attempts.begin(log, loaded.step + 1, started, time.time()),
         waiting_for=None,
         receiving=None,
         wake_at=None,

@@ -60,7 +60,7 @@ def passed(cp: Checkpoint) -> bool:
 
 def expired(cp: Checkpoint) -> Checkpoint:
     """The run as it stands, cancelled for its deadline, its lease released."""
-    return evolve(checkpoints.released(cp), status="cancelled", cancel_reason=REASON)
+    return evolve(checkpoints.released(cp, "cancelled"), status="cancelled", cancel_reason=REASON)
 
 
 def error(run_id: str) -> RunCancelledError:

@@ -30,7 +30,9 @@ in the caller's scope). The records (``task`` only outside the step's own scope)
     {"key": "tool:call_7", "i": 0, "name": "lookup", "at": ..., "result": ...} a keyed call
 
 each with ``"step_attempt"``, the attempt of the step that recorded it (records of
-earlier versions have none).
+earlier versions have none), and a finished call with ``"t0"``, when its last try
+began (``at`` is when it returned): the start travels in the record the result is
+saved in anyway, so it costs no write of its own (history's call index keeps both).
 
 A call is a small program (``_call``) that yields what it needs -- ``Invoke`` the
 function, ``SaveRecord`` a record, ``Sleep`` between retries -- carried out by
@@ -482,6 +484,7 @@ def _run_call(
             inside = replace(
                 ctx, call=(i, name), attempt=attempt, task=inner, call_scope=outer,
             )  # fmt: skip
+            t0 = time.time()  # when this (last) try began: carried by its result's record
             value = yield Invoke(fn, args, kwargs, inside, span)
         except BaseException as exc:
             span.ended(exc)
@@ -505,7 +508,7 @@ def _run_call(
         except BaseException as exc:
             span.ended(exc)
             raise
-        done = {**key, "name": name, "at": time.time(), "step_attempt": ctx.attempt}
+        done = {**key, "name": name, "t0": t0, "at": time.time(), "step_attempt": ctx.attempt}
         done["result"] = result
         record = freeze(done, "", ctx.run_id, 0, "call result")
         yield SaveRecord(journal, record, span)

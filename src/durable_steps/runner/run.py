@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, NoReturn
 
-from ..seam import mailbox
+from ..seam import attempts, mailbox
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import (
     ConflictError,
@@ -119,7 +119,8 @@ class RunProgram:
                         run_id=self.run_id,
                     )
                 if self.cp.parent is not None and (why := (yield from parent_cancelled(self.cp))):
-                    cancelled = evolve(checkpoints.released(self.cp), status="cancelled")
+                    released = checkpoints.released(self.cp, "cancelled")
+                    cancelled = evolve(released, status="cancelled")
                     self.cp = yield from self.save(evolve(cancelled, cancel_reason=why))
                     raise run_errors.cancelled(self.run_id, why)
                 self.cp = yield from self.attempts(i, step)
@@ -251,7 +252,7 @@ class RunProgram:
         error = journal.failed
         assert error is not None
         if isinstance(error, StopRequested):  # stopped at its next call: not an attempt
-            self.cp = yield from self.save(checkpoints.stopped(self.cp))
+            self.cp = yield from self.save(checkpoints.interrupted(self.cp))
             self.obs.step_ended(error)
             raise error
         if isinstance(error, INCURABLE):
@@ -295,9 +296,10 @@ class RunProgram:
         used = self.cp.attempt - self.cp.first_attempt + 1
         if not retry.retries(exc, used):
             return False
-        self.cp = yield from self.keep(i, step, checkpoints.retrying(self.cp, i, exc, self.held()))
-        self.obs.step_ended(exc)
         pause = retry.delay(used)
+        again = checkpoints.retrying(self.cp, i, exc, self.held(), pause)
+        self.cp = yield from self.keep(i, step, again)
+        self.obs.step_ended(exc)
         # A warning: the retry replays the calls recorded; none runs again.
         log.warning(
             "run %r: step %d %r failed (%s, attempt %d); retrying in %.1f s",
@@ -367,6 +369,7 @@ class RunProgram:
             status="completed" if done else "running",
             workflow=self.workflow,
             version=self.version if self.workflow else None,
+            attempt_log=() if done else attempts.begin((), 0, 1, time.time()),
             **({} if done else self.held()),
         )
 

@@ -33,6 +33,7 @@ from ..runner.changes import update_run
 from ..runner.requests import Request, execute
 from ..runner.store_io import blocking_io, execute_on
 from ..runner.telemetry import log
+from ..seam import attempts
 from ..seam.checkpoint import Checkpoint, evolve
 from ..seam.errors import ConflictError
 from ..seam.rules import check_run_id
@@ -93,6 +94,10 @@ def resumed(cp: Checkpoint) -> Checkpoint:
         # The next claim starts attempt ``attempt + 1``: a new round of retries there.
         first_attempt=cp.attempt + 1,
         resumed=(*cp.resumed, record)[-KEPT:],
+        # An attempt cancelled while it ran (cancel_run) ended so: not a crash.
+        attempt_log=attempts.end(cp.attempt_log, "cancelled", cp.updated_at or time.time())
+        if cp.status == "cancelled"
+        else cp.attempt_log,
         updated_at=None,
     )
 
@@ -110,8 +115,14 @@ def _refused(cp: Checkpoint) -> ConflictError:
     if cp.status == "completed":
         why = "it has completed; a completed run is final. Fork it or start a new run"
     elif cp.status == "waiting":
-        what = f"signal {cp.waiting_for!r}" if cp.waiting_for else "its timer"
-        why = f"it is waiting for {what}, not failed: it resumes by itself (send the signal)"
+        what, send = (
+            (f"a message on {cp.receiving!r}", "send the message")
+            if cp.receiving is not None
+            else (f"signal {cp.waiting_for!r}", "send the signal")
+            if cp.waiting_for
+            else ("its timer", "it wakes at its time")
+        )
+        why = f"it is waiting for {what}, not failed: it resumes by itself ({send})"
     else:
         why = "it is running (or waiting for a worker to take it), not failed or cancelled"
     return ConflictError(

@@ -11,15 +11,16 @@ step's data and stays small.
 
 Cost: built once per completed step, from records in memory (never per call's
 save, which is unchanged). Bounded: the last ``LIMIT`` operations, with a count of
-those left out. Start times are not recorded: a record is written when its operation
-ends, and stamping a start on every call's record measured as a cost on each save
-(the memory store re-encodes the journal), so ``CallEntry.start`` is a record's
-``t0`` where one carries it (none does today) and ``end`` the record's time.
+those left out. A finished call's record carries when its last try began (``t0``,
+written in the same save as its result: no write of its own), so ``CallEntry.start``
+is that (None for other operations and older records) and ``end`` the record's time.
+Beside the calls, the step's attempt records (``seam.attempts``) as its completing
+save carried them: ``"a"``.
 
 Stored form (JSON, on the entry): ``{"c": [[name, key, scope, i, kind, start, end,
-size, attempt], ...], "n": left_out}``; an entry written before indexes existed has none
-and loads as ``calls=None``; a malformed one is read leniently (fields not of their
-type become None) since it only describes, never replays.
+size, attempt], ...], "n": left_out, "a": [attempt record, ...]}``; an entry written
+before indexes existed has none and loads as ``calls=None``; a malformed one is read
+leniently (fields not of their type become None) since it only describes, never replays.
 """
 
 from __future__ import annotations
@@ -75,10 +76,13 @@ def _str(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def build(records: Iterable[Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    """The stored index of a step's journal (None: the journal is not known)."""
+def build(
+    records: Iterable[Mapping[str, Any]] | None, tries: list[list[Any]] | None = None
+) -> dict[str, Any] | None:
+    """The stored index of a step's journal (None: the journal is not known), with the
+    step's attempt records (``seam.attempts``: ``"a"``) where given."""
     if records is None:
-        return None
+        return {"a": tries} if tries else None
     rows = []
     for r in records:
         at = _num(r.get("at"))
@@ -100,7 +104,10 @@ def build(records: Iterable[Mapping[str, Any]] | None) -> dict[str, Any] | None:
         )
     rows.sort(key=lambda row: math.inf if row[6] is None else row[6])
     left_out = max(0, len(rows) - LIMIT)
-    return {"c": rows[left_out:], "n": left_out}
+    out: dict[str, Any] = {"c": rows[left_out:], "n": left_out}
+    if tries:
+        out["a"] = tries
+    return out
 
 
 def read(stored: object) -> tuple[tuple[CallEntry, ...] | None, int]:

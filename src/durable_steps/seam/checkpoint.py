@@ -6,9 +6,13 @@ of a checkpoint is ``document``'s; the rules a store applies before any I/O are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time as _time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NoReturn, NotRequired, Required, TypedDict, get_args
+
+from . import attempts
+from .attempts import Attempt
 
 Status = Literal["running", "waiting", "failed", "completed", "cancelled"]
 """Where a run is: ``running`` (to run, or running), ``waiting`` (for a signal, a
@@ -226,6 +230,10 @@ class Checkpoint:
     # -- child runs (runner.children) --
     parent: str | None = None
     """The run that started this one with ``start_child``: told when it ends."""
+    # -- the attempt log (seam.attempts) --
+    attempt_log: tuple[Sequence[Any], ...] = ()
+    """When each attempt of the running step (and of the step completed just before)
+    began and how it ended, bounded: see ``seam.attempts``. Empty: none recorded."""
 
     # -- the fields by concern, read together (the constructor takes them one by one) --
     @property
@@ -242,6 +250,40 @@ class Checkpoint:
     def lineage(self) -> Lineage:
         """``parent``, ``forked_from`` and ``resumed``."""
         return Lineage(self.parent, self.forked_from, self.resumed)
+
+    def next_words(self, now: float | None = None) -> str | None:
+        """Where a run that has not ended stands, in words (None: it has ended): ``now:``
+        the attempt running now, or ``next:`` the one that runs next. ``attempt`` counts
+        the starts of the next step, so a run that does not run now starts attempt
+        ``attempt + 1`` (after a release by a stopping worker the count was given back,
+        so that is the same number again). The round of retries is named only while the
+        step is being retried after a recorded failure."""
+        if self.status in ("completed", "cancelled"):
+            return None
+        step = self.step + 1
+        t = _time.time() if now is None else now
+        held = self.owner is not None and self.lease_expires is not None and self.lease_expires > t
+        if self.status == "running" and held and self.attempt >= 1:
+            words = f"now: step {step}, attempt {self.attempt} (held by {self.owner})"
+        else:
+            words = f"next: step {step}, attempt {self.attempt + 1}"
+            log = self.attempts_of(step)
+            if log and log[-1].how == "released" and log[-1].number == self.attempt + 1:
+                words += " (its worker stopped and gave the run back: a worker runs it again)"
+            elif self.status == "running" and self.attempt == 0:
+                words += " (not started yet: a worker takes it)"
+        error = self.error
+        retrying = self.status == "running" and error is not None and error.get("step") == step
+        if retrying and error is not None and self.attempt > self.first_attempt:
+            words += (
+                f" -- retrying after {error.get('type')} (this round of retries began at "
+                f"attempt {self.first_attempt})"
+            )
+        return words
+
+    def attempts_of(self, step: int) -> tuple[Attempt, ...]:
+        """The records of ``attempt_log`` (``seam.attempts``) of step ``step``."""
+        return attempts.of_step(self.attempt_log, step)
 
     def __post_init__(self) -> None:
         status = self.status or ("completed" if self.done else "running")
@@ -318,6 +360,8 @@ class RunInfo:
     lease_expires: float | None = None
     owner: str | None = None
     waiting_for: str | None = None
+    """What a waiting run waits for: a signal's name, or ``message:TOPIC`` for a message
+    on TOPIC (``receiving`` names the topic alone); None: a sleep, or not waiting."""
     attempt: int = 1
     wake_at: float | None = None
     """When a waiting run is due (a sleep's wake time, a signal's deadline)."""
@@ -331,6 +375,18 @@ class RunInfo:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    # -- the mailbox --
+    receiving: str | None = None
+    """The topic whose next message a waiting run's ``receive`` waits for."""
+
+
+MESSAGE = "message:"
+"""How ``RunInfo.waiting_for`` names a wait for a message: ``message:TOPIC``."""
+
+
+def waits_for(waiting_for: str | None, receiving: str | None) -> str | None:
+    """``RunInfo.waiting_for`` of a run: its signal, or its message wait."""
+    return waiting_for if receiving is None else f"{MESSAGE}{receiving}"
 
 
 def head_of(cp: Checkpoint) -> Checkpoint:

@@ -16,6 +16,7 @@ module reads today's schema only:
 - 4, optional fields: ``mailbox`` and ``receiving`` (``seam.mailbox``).
 - 4, optional fields: ``queue``, ``priority``, ``partition`` (``workers.queues``);
   ``parent`` (``runner.children``).
+- 4, optional field: ``attempt_log`` (``seam.attempts``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from typing import Any
 
 from . import formats, mailbox
-from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead
+from .checkpoint import STATUSES, Checkpoint, RunInfo, StateNotRead, waits_for
 from .errors import CorruptCheckpointError, InvalidStateError, StepMismatchError, corrupt_error
 from .rules import check_run_id
 from .state import check_json, is_checked, is_record
@@ -125,6 +126,9 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
     # -- run deadlines: written when set, absent meaning none ---------------------------
     if cp.deadline is not None:
         doc["deadline"] = cp.deadline
+    # -- the attempt log (seam.attempts): written when there is one -------------------
+    if cp.attempt_log:
+        doc["attempt_log"] = cp.attempt_log  # (rows of JSON scalars; a tuple encodes as a list)
     return doc
 
 
@@ -279,7 +283,16 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "priority": _opt(doc, "priority", int),
         "partition": _opt(doc, "partition", str),
         "parent": _opt(doc, "parent", str),  # child runs (runner.children)
+        "attempt_log": _attempt_log(doc.get("attempt_log")),  # seam.attempts
     }
+
+
+def _attempt_log(rows: object) -> tuple[list[Any], ...]:
+    """The attempt log as stored: a list of lists (anything else, none: it only
+    describes, so a malformed one never makes a run unreadable)."""
+    if not isinstance(rows, list):
+        return ()
+    return tuple(r for r in rows if isinstance(r, list))
 
 
 def _resumed(records: object) -> tuple[dict[str, Any], ...]:
@@ -314,7 +327,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         workflow=cp.workflow,
         lease_expires=cp.lease_expires,
         owner=cp.owner,
-        waiting_for=cp.waiting_for,
+        waiting_for=waits_for(cp.waiting_for, cp.receiving),
         attempt=cp.attempt,
         wake_at=cp.wake_at,
         version=cp.version,
@@ -322,6 +335,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         queue=cp.queue,
         priority=cp.priority,
         partition=cp.partition,
+        receiving=cp.receiving,
     )
 
 
@@ -358,7 +372,7 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         workflow=extra["workflow"],
         lease_expires=extra["lease_expires"],
         owner=extra["owner"],
-        waiting_for=extra["waiting_for"],
+        waiting_for=waits_for(extra["waiting_for"], extra["receiving"]),
         attempt=attempt,
         wake_at=extra["wake_at"],
         version=extra["version"],
@@ -366,4 +380,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         queue=extra["queue"],
         priority=extra["priority"],
         partition=extra["partition"],
+        receiving=extra["receiving"],
     )

@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import callindex
+from . import attempts, callindex
+from .attempts import Attempt
 from .callindex import CallEntry
 from .checkpoint import Checkpoint
 from .errors import ConfigurationError, StepNotKeptError
@@ -63,12 +64,29 @@ class StepRecord:
     (``seam.callindex``); None: not kept (an entry written before they were)."""
     calls_left_out: int = 0
     """How many earlier operations the bounded index left out."""
+    attempt_log: tuple[Attempt, ...] = ()
+    """Its attempts: when each began and how it ended (``seam.attempts``); empty:
+    not recorded (an entry written before they were)."""
 
 
 def with_calls(entry: StepRecord, stored: object) -> StepRecord:
-    """``entry`` with the call index stored beside it (``callindex.build``), if any."""
+    """``entry`` with the call index stored beside it (``callindex.build``), if any,
+    and the step's attempt records kept there."""
     calls, left_out = callindex.read(stored)
-    return entry if calls is None else replace(entry, calls=calls, calls_left_out=left_out)
+    if calls is not None:
+        entry = replace(entry, calls=calls, calls_left_out=left_out)
+    if isinstance(stored, Mapping) and isinstance(stored.get("a"), list):
+        entry = replace(entry, attempt_log=attempts.of_step(stored["a"], entry.step))
+    return entry
+
+
+def index_of(
+    records: Iterable[Mapping[str, Any]] | None, log: object, step: int
+) -> dict[str, Any] | None:
+    """What a store keeps beside a completed step's entry: the index of its journal
+    (None: not known) and its attempt records from the completing save's log."""
+    rows = attempts.stored_of_step(log if isinstance(log, list | tuple) else None, step)
+    return callindex.build(records, rows)
 
 
 @dataclass(frozen=True)
@@ -173,8 +191,9 @@ class Walk:
             entry = StepRecord(step, str(name), v.fields.get("updated_at"), self.attempt, v.size)
             # The journal the completing save dropped is the version before's.
             before = self._before
-            if before is not None and before.fields.get("step") == step - 1:
-                entry = with_calls(entry, callindex.build(before.calls()))
+            known = before is not None and before.fields.get("step") == step - 1
+            journal = before.calls() if before is not None and known else None
+            entry = with_calls(entry, index_of(journal, v.fields.get("attempt_log"), step))
             self.entries.append(entry)
             if self.found is not None and self.journal is None:
                 self.journal = self._pending or []

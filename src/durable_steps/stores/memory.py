@@ -18,13 +18,13 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-from ..seam import callindex, delta
+from ..seam import delta
 from ..seam.checkpoint import EXPIRES, Checkpoint, RunInfo, evolve, head_of
 from ..seam.codec import Codec
 from ..seam.document import decode, dumps, head_document, info_of, to_document
 from ..seam.encoded import opened, room, sealed
 from ..seam.errors import CorruptCheckpointError, conflict, delete_conflict
-from ..seam.history import Keep, StepRecord, keep, not_kept, with_calls
+from ..seam.history import Keep, StepRecord, index_of, keep, not_kept, with_calls
 from ..seam.items import Item, checked, item_exists, item_json
 from ..seam.metering import wrote
 from ..seam.rules import RunFilter, check_run_id, check_size, head_etag, state_limit
@@ -105,8 +105,9 @@ class MemoryStore(Store):
             parts, _ = delta.encode(cp.state, change, (), (), None)
             size = len(b",".join(parts)) + 2
         entry = StepRecord(cp.step, cp.steps[-1], doc["updated_at"], attempt, size)
-        if step == cp.step - 1:  # the journal the completing save dropped
-            entry = with_calls(entry, callindex.build(journal))
+        # the journal the completing save dropped, and the step's attempt records
+        dropped = journal if step == cp.step - 1 else None
+        entry = with_calls(entry, index_of(dropped, cp.attempt_log, cp.step))
         kept = self._kept.setdefault(cp.run_id, [])
         kept.append((entry, self._runs[cp.run_id], before))
         if self.history.keep_last is not None:

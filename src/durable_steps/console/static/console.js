@@ -26,6 +26,13 @@ function refresh(el) {
           const status = el.querySelector("[data-status]");
           const badge = document.getElementById("status");
           if (status && badge) {
+            // The run's status changed since the page was made: its actions, state and
+            // history panels are out of date too, so the whole page is loaded anew
+            // (a completed run offers no Signal, Message or Cancel any more).
+            if (badge.dataset.status && badge.dataset.status !== status.dataset.status) {
+              window.location.reload();
+              return;
+            }
             badge.textContent = status.dataset.status;
             badge.className = "status s-" + status.dataset.status;
           }

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...seam import formats
-from ...seam.checkpoint import STATUSES, RunInfo
+from ...seam.checkpoint import STATUSES, RunInfo, waits_for
 from ...seam.document import SCHEMA
 from ...seam.rules import RunFilter
 
@@ -56,7 +56,8 @@ _PROJECTION = (
     "c.id, c.run_id, c.schema, c.status, c.done, c.step, "
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
-    "c.log, c._etag, c._ts, c.version, c.deadline, c.queue, c.priority, c.partition"
+    "c.log, c._etag, c._ts, c.version, c.deadline, c.queue, c.priority, c.partition, "
+    "c.receiving"
 )
 
 
@@ -188,6 +189,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     for key in ("updated_at", "lease_expires", "wake_at", "deadline"):
         if row.get(key) is not None and not _is(row.get(key), int | float):
             raise ValueError(f"{key} is not a number")
+    receiving = row.get("receiving") if isinstance(row.get("receiving"), str) else None
     attempt = row.get("attempt", 1)
     if not _is(attempt, int) or not isinstance(etag, str):
         raise ValueError("attempt or etag has the wrong type")
@@ -203,7 +205,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         workflow=row.get("workflow"),
         lease_expires=row.get("lease_expires"),
         owner=row.get("owner"),
-        waiting_for=row.get("waiting_for"),
+        waiting_for=waits_for(row.get("waiting_for"), receiving),
         wake_at=row.get("wake_at"),
         attempt=attempt,
         version=row.get("version"),
@@ -211,4 +213,5 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         queue=row.get("queue"),
         priority=row.get("priority"),
         partition=row.get("partition"),
+        receiving=receiving,
     )

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...seam import callindex, delta
+from ...seam import delta
 from ...seam.checkpoint import Checkpoint
 from ...seam.document import to_document
+from ...seam.history import index_of
 from ...seam.rules import check_size
 from ...seam.state import delta_since
 from . import segments
@@ -270,8 +271,13 @@ def _completed(p: Prepared) -> dict[str, Any] | None:
     hist = {"step": cp.step, "name": cp.steps[-1], "at": at, "attempts": attempts, "size": size}
     # The journal this save drops, indexed (``seam.callindex``): known when the version
     # before is this store's own, of the step's run.
+    journal = None
     if known is not None and known.calls is not None and before == cp.step - 1:
-        hist["calls"] = callindex.build(known.calls)
+        journal = known.calls
+    # ... and the step's attempt records (``seam.attempts``) its completing save carries.
+    index = index_of(journal, cp.attempt_log, cp.step)
+    if index is not None:
+        hist["calls"] = index
     return hist
 
 

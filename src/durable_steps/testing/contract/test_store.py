@@ -21,6 +21,7 @@ pytest_generate_tests = fixtures.parametrize_backend  # (not in __all__: a proje
 
 __all__ = [  # what a project that runs this suite imports (its own fixtures apply)
     "test_a_run_holding_whole_floats_resumes",
+    "test_a_run_s_attempt_log_round_trips",
     "test_a_step_that_its_names_do_not_match_is_refused_and_keeps_previous",
     "test_an_unreadable_checkpoint_never_stops_a_listing",
     "test_concurrent_writers_of_one_run_never_both_win",
@@ -93,6 +94,25 @@ def test_save_then_load_round_trips(backend: Backend, run_id: str) -> None:
     )
     assert loaded.etag == saved.etag
     assert loaded.updated_at is not None
+
+
+def test_a_run_s_attempt_log_round_trips(backend: Backend, run_id: str) -> None:
+    """The attempt log the engine keeps in a run's head (``Checkpoint.attempt_log``:
+    when each attempt began, how it ended) is stored and loaded as it was saved, and
+    kept by a head-only save: what the console and ``runs show`` tell a run's story by."""
+    log = ([0, 1, 1.5, 2.5, "failed", "ValueError", "bad input"], [0, 2, 3.0, None, None])
+    backend.store.save(Checkpoint(run_id, -1, {}, attempt=2, attempt_log=log))
+    loaded = backend.store.load(run_id)
+    assert loaded is not None and [list(r) for r in loaded.attempt_log] == [list(r) for r in log]
+    (one, two) = loaded.attempts_of(0)
+    assert (one.how, one.error_type, one.ended, two.began, two.how) == (
+        "failed", "ValueError", 2.5, 3.0, None,
+    )  # fmt: skip
+    head = backend.store.load_head(run_id)
+    assert head is not None
+    backend.store.save_head(replace(head, signals={"go": True}))
+    after = backend.store.load(run_id)
+    assert after is not None and [list(r) for r in after.attempt_log] == [list(r) for r in log]
 
 
 def test_create_only_save_conflicts_on_existing_run(backend: Backend, run_id: str) -> None:
