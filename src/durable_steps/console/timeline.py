@@ -157,7 +157,7 @@ def _ending(
     if cp.status == "cancelled":
         return cp.updated_at, False, "cancelled", "cancelled while it ran (cancel_run)"
     if cp.status == "running" and cp.owner is not None:
-        return now or cp.updated_at, False, "running", f"running: held by {cp.owner}"
+        return now or cp.updated_at, False, "running", f"running: held by {owner_label(cp.owner)}"
     return (
         cp.updated_at,
         True,

@@ -13,6 +13,7 @@ from typing import Any, Literal, NoReturn, NotRequired, Required, TypedDict, get
 
 from . import attempts
 from .attempts import Attempt
+from .lease import owner_label
 
 Status = Literal["running", "waiting", "failed", "completed", "cancelled"]
 """Where a run is: ``running`` (to run, or running), ``waiting`` (for a signal, a
@@ -262,9 +263,10 @@ class Checkpoint:
             return None
         step = self.step + 1
         t = _time.time() if now is None else now
-        held = self.owner is not None and self.lease_expires is not None and self.lease_expires > t
-        if self.status == "running" and held and self.attempt >= 1:
-            words = f"now: step {step}, attempt {self.attempt} (held by {self.owner})"
+        owner = self.owner
+        held = owner is not None and self.lease_expires is not None and self.lease_expires > t
+        if self.status == "running" and owner is not None and held and self.attempt >= 1:
+            words = f"now: step {step}, attempt {self.attempt} (held by {owner_label(owner)})"
         else:
             words = f"next: step {step}, attempt {self.attempt + 1}"
             log = self.attempts_of(step)
