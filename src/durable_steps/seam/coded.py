@@ -64,7 +64,7 @@ def encode(codec: Codec | None, cp: Checkpoint, limit: int) -> Checkpoint:
 
 def _back(cp: Checkpoint, stored: Checkpoint) -> Checkpoint:
     """The plain checkpoint, as the store saved it (its new etag and time)."""
-    return evolve(cp, etag=stored.etag, updated_at=stored.updated_at)
+    return evolve(cp, etag=stored.etag, updated_at=stored.updated_at, started_at=stored.started_at)
 
 
 class _Around(Generic[W]):
