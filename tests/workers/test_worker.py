@@ -277,3 +277,22 @@ def test_a_module_that_needs_a_missing_extra_names_the_extra(
     monkeypatch.setitem(sys.modules, missing, None)  # (as if not installed)
     with pytest.raises(ds.MissingExtraError, match=rf"durable-steps\[{extra}\]"):
         load_workflows(f"{name}:FLOWS")
+
+
+def test_a_schedule_without_croniter_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflows module that declares a Schedule where croniter is not installed (the
+    image's worker before it had the extra): the worker names the extra to install."""
+    from durable_steps.workers.loop import load_workflows
+
+    name = f"schedules_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(
+        "import durable_steps as ds\n"
+        "W = ds.Workflow('w', [ds.Step('a', lambda s: {})])\n"
+        "FLOWS = [W, ds.Schedule(W, '*/5 * * * *')]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "croniter", None)  # (as if not installed)
+    with pytest.raises(ds.MissingExtraError, match=r"durable-steps\[schedules\]"):
+        load_workflows(f"{name}:FLOWS")

@@ -168,6 +168,12 @@ class Checkpoint:
     """Seconds since the epoch of the last save. A store stamps the current time when
     this is None (the runner always passes None); a given time is kept, so that a
     migration between stores keeps each run's age."""
+    started_at: float | None = None
+    """Seconds since the epoch of the run's first save, kept for its life: no claim,
+    heartbeat or step moves it, so a queue takes its runs in the order they were
+    started (``workers.queues``) and a run whose worker died keeps its place. A store
+    stamps it at a save that has none (a run's creation); a document written before
+    it existed reads its last-saved time instead."""
     status: Status | None = None
     """``running``, ``waiting`` (for ``waiting_for`` or until ``wake_at``), ``failed``,
     ``completed`` or ``cancelled``.
@@ -377,6 +383,8 @@ class RunInfo:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    started_at: float | None = None
+    """When the run was started (``Checkpoint.started_at``): a queue's order."""
     # -- the mailbox --
     receiving: str | None = None
     """The topic whose next message a waiting run's ``receive`` waits for."""

@@ -43,7 +43,7 @@ W = TypeVar("W", Store, AsyncStore)
 
 def _back(cp: Checkpoint, stored: Checkpoint) -> Checkpoint:
     """The plain checkpoint, as the store saved it (its new etag and time)."""
-    return evolve(cp, etag=stored.etag, updated_at=stored.updated_at)
+    return evolve(cp, etag=stored.etag, updated_at=stored.updated_at, started_at=stored.started_at)
 
 
 def _opened(codec: Codec | None, cp: Checkpoint | None) -> Checkpoint | None:

@@ -17,6 +17,8 @@ module reads today's schema only:
 - 4, optional fields: ``queue``, ``priority``, ``partition`` (``workers.queues``);
   ``parent`` (``runner.children``).
 - 4, optional field: ``attempt_log`` (``seam.attempts``).
+- 4, optional field: ``started_at``, the run's first save, kept for its life (a
+  queue's order); absent in earlier documents, which read their ``updated_at``.
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         # fork: optional in schema 4, absent meaning "not a fork"
         "forked_from": None if cp.forked_from is None else dict(cp.forked_from),
         "updated_at": cp.updated_at or time.time(),
+        # a run's first save stamps it; kept by every later save (a queue's order)
+        "started_at": cp.started_at,
         "signals": cp.signals,
         # queues (workers.queues): optional in schema 4, absent meaning none
         "queue": cp.queue,
@@ -112,6 +116,8 @@ def head_document(cp: Checkpoint, *, etag: str | None = None) -> dict[str, Any]:
         # child runs (runner.children): optional in schema 4, absent meaning none
         "parent": cp.parent,
     }
+    if doc["started_at"] is None:
+        doc["started_at"] = doc["updated_at"]
     # -- lifecycle: versions and resume; absent in earlier documents: none
     doc["version"] = cp.version
     doc["resumed"] = [dict(r) for r in cp.resumed] or None
@@ -284,6 +290,8 @@ def _fields(doc: dict[str, Any]) -> dict[str, Any]:
         "partition": _opt(doc, "partition", str),
         "parent": _opt(doc, "parent", str),  # child runs (runner.children)
         "attempt_log": _attempt_log(doc.get("attempt_log")),  # seam.attempts
+        # a document from before it: its last save is the best age it has
+        "started_at": _opt(doc, "started_at", int | float) or _opt(doc, "updated_at", int | float),
     }
 
 
@@ -336,6 +344,7 @@ def info_of(cp: Checkpoint, size: int) -> RunInfo:
         priority=cp.priority,
         partition=cp.partition,
         receiving=cp.receiving,
+        started_at=cp.started_at,
     )
 
 
@@ -381,4 +390,5 @@ def info_of_meta(meta: object, etag: str, size: int, label: str, where: str) -> 
         priority=extra["priority"],
         partition=extra["partition"],
         receiving=extra["receiving"],
+        started_at=extra["started_at"],
     )

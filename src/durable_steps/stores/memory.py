@@ -86,7 +86,7 @@ class MemoryStore(Store):
             before = self._runs.get(checkpoint.run_id)
             self._put(checkpoint, doc, calls, state)
             self._note(checkpoint, doc, before, state)
-        return evolve(plain, etag=etag, updated_at=doc["updated_at"])
+        return evolve(plain, etag=etag, updated_at=doc["updated_at"], started_at=doc["started_at"])
 
     # -- history ----------------------------------------------------------------------
 
@@ -168,7 +168,11 @@ class MemoryStore(Store):
                 raise conflict(checkpoint.run_id, checkpoint.etag, True)
             stored = decode(raw, checkpoint.run_id, "memory")
             self._put(checkpoint, doc, dumps(list(stored.calls)), dumps(stored.state))
-        return head_of(evolve(checkpoint, etag=etag, updated_at=doc["updated_at"]))
+        return head_of(
+            evolve(
+                checkpoint, etag=etag, updated_at=doc["updated_at"], started_at=doc["started_at"]
+            )
+        )
 
     def _put(self, cp: Checkpoint, doc: dict[str, Any], calls: bytes, state: bytes) -> None:
         """Store ``doc`` (but its data) with the journal and state given as JSON, if the

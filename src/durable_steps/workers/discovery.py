@@ -18,10 +18,13 @@ The worker's first look is a full one (``candidates``: every running run of its
 workflows): it also takes back, at once, runs whose lease is still running but whose
 holder is visibly gone (a process of this machine that died) or is this worker's own
 stable ``--owner`` (a restarted worker) -- which a filter on lease expiry would leave
-until the lease expires. Later looks are cheap. A lease of a worker that dies later is taken
-over when the store can tell the process is gone -- FileStore: at the next look of
-every live worker (``stores/file/wake``: the dead process's runs are noted due now) --
-and otherwise when it expires (at most ``lease`` seconds, the documented bound).
+until the lease expires. Later looks are cheap. A lease of a worker of this machine
+that dies later is taken over at the next look of every live worker: FileStore sees it
+itself (``stores/file/wake``: the dead process's runs are noted due now); on a store
+that cannot (``Store.sees_gone_owners`` False: Cosmos DB), the machine's registry of
+workers tells each look that a worker died (``deaths``), and that look is a full one.
+A lease of another machine's worker, or of a stable ``--owner``, is taken when it
+expires (at most ``lease`` seconds, the documented bound).
 
 ``take`` also returns the wake times (and signal deadlines) due within the next
 interval, so the worker wakes a timer at its time without another look.
@@ -36,6 +39,7 @@ from ..runner.workflow import Workflow
 from ..seam.checkpoint import RunInfo
 from ..seam.lease import owner_gone
 from ..seam.store import Store
+from .deaths import LocalWorkers
 from .queues import admitter, by_priority
 from .recovery import _Picker, candidates, served
 from .retention import Expiry
@@ -50,9 +54,12 @@ class Look:
         known: Mapping[str, Workflow],
         owner: str | None,
         lease: float = 60.0,
+        deaths: LocalWorkers | None = None,
     ) -> None:
         self.store, self.known, self.owner, self.lease = store, known, owner, lease
         self.first = True
+        # (a store that sees dead local processes itself needs no word of their deaths)
+        self.deaths = None if store.sees_gone_owners else deaths
         self.queued = any(w.queue is not None for w in known.values())
         self.expiry = Expiry(store)  # retention: finished_ttl on stores without TTL
 
@@ -82,19 +89,24 @@ class Look:
         soon: list[float] = []
         self.expiry.due()
         admit = admitter(self.store, self.known, self.lease)  # queues: a look's admissions
-        if self.first:
+        dead = self.deaths is not None and self.deaths.newly_gone()  # a local worker died
+        if self.first or dead:
             self.first = False
-            found = candidates(
-                self.store.listing,
-                self.known,
-                self.owner,
-                free,
-                busy.__contains__,
-                wakes=soon,
-                within=within,
-                admit=admit,
+            found = list(
+                candidates(
+                    self.store.listing,
+                    self.known,
+                    self.owner,
+                    free,
+                    busy.__contains__,
+                    wakes=soon,
+                    within=within,
+                    admit=admit,
+                )
             )
-            return list(found), soon
+            if dead and self.deaths is not None:
+                self.deaths.handled(complete=len(found) < free)
+            return found, soon
         t = now()
         pick = _Picker(self.owner, free, busy.__contains__)
         taken: list[tuple[str, str]] = []

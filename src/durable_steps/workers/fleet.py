@@ -45,6 +45,7 @@ from ..runner.clock import now
 from ..runner.workflow import Workflow
 from ..seam.errors import CodecError, StopRequested
 from ..seam.store import AsyncStore, Store, ThreadedStore
+from .deaths import LocalWorkers
 from .discovery import Look
 from .recovery import Recovered, known_workflows, recover_one, recover_one_async
 from .schedules import Ticker
@@ -210,9 +211,12 @@ async def serve_async(
         echo=echo,
         stop=stop,
     )
-    look = Look(store, fleet.known, owner, lease)
+    deaths = LocalWorkers()
+    look = Look(store, fleet.known, owner, lease, deaths)
     if not once:
         await fleet.wakeup.open(store)  # looks at once when a run is started (if it can)
+        if owner is None and look.deaths is not None:  # (a stable --owner's runs wait)
+            deaths.register()  # this machine's other workers see it die (``deaths``)
     ticks = ticker.poll if ticker is not None and ticker.schedules else None
     try:
         if once:
@@ -222,6 +226,7 @@ async def serve_async(
         while fleet.running:
             await fleet.reap(_POLL)
     finally:
+        deaths.close()
         fleet.close()
         if astore is not None:
             await async_store.close()

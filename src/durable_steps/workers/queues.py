@@ -27,7 +27,10 @@ on every backend). Two workers that admit at once: one save wins, the other read
   while ``n`` of them are in the window. Every take counts (a run resumed after a
   signal too): it is the number of runs set going that a model API's quota sees.
 - **Priority** is the order in which a worker offers a look's candidates
-  (``by_priority``): higher first, then the oldest. A full queue closes for the rest of
+  (``by_priority``): higher first, then the earliest started (``started_at``, which
+  no claim, heartbeat or step moves: a run whose worker died keeps its place, where
+  an order by last-saved time would send it to the back, behind every run its claim
+  had been made after). A full queue closes for the rest of
   the look (``Admission``), so no lower-priority run slips past a higher one.
 
 The record's run id starts with a prefix no workflow uses, its status is ``waiting``
@@ -153,8 +156,9 @@ def admitter(
 
 
 def by_priority(infos: Iterable[RunInfo]) -> list[RunInfo]:
-    """Runs in the order a queue takes them: higher priority first, then the oldest."""
-    return sorted(infos, key=lambda i: (-(i.priority or 0), i.updated_at or 0.0))
+    """Runs in the order a queue takes them: higher priority first, then the earliest
+    started (a listing without the start time: the last save)."""
+    return sorted(infos, key=lambda i: (-(i.priority or 0), i.started_at or i.updated_at or 0.0))
 
 
 @dataclass

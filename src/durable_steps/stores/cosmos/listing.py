@@ -57,7 +57,7 @@ _PROJECTION = (
     "ARRAY_SLICE(c.steps, -1) AS step_name, ARRAY_LENGTH(c.steps) AS steps, c.workflow, "
     "c.updated_at, c.owner, c.lease_expires, c.waiting_for, c.wake_at, c.attempt, c.size, "
     "c.log, c._etag, c._ts, c.version, c.deadline, c.queue, c.priority, c.partition, "
-    "c.receiving"
+    "c.receiving, c.started_at"
 )
 
 
@@ -186,7 +186,7 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
     for key, kind in (*keys, ("version", str), ("partition", str), ("priority", int)):
         if row.get(key) is not None and not isinstance(row.get(key), kind):
             raise ValueError(f"{key} is {row.get(key)!r}")
-    for key in ("updated_at", "lease_expires", "wake_at", "deadline"):
+    for key in ("updated_at", "lease_expires", "wake_at", "deadline", "started_at"):
         if row.get(key) is not None and not _is(row.get(key), int | float):
             raise ValueError(f"{key} is not a number")
     receiving = row.get("receiving") if isinstance(row.get("receiving"), str) else None
@@ -214,4 +214,5 @@ def _checked(row: dict[str, Any], run_id: str, etag: Any, size: int) -> RunInfo:
         priority=row.get("priority"),
         partition=row.get("partition"),
         receiving=receiving,
+        started_at=row.get("started_at") or row.get("updated_at"),  # (earlier heads: none)
     )

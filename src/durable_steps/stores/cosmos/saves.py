@@ -257,7 +257,12 @@ class Saves(CosmosPrograms):
         write = saving.head
         self._items.remember(write.run_id, replace(saving.known, etag=etag))
         wrote(saving.sent)
-        return replace(write.checkpoint, etag=etag, updated_at=write.body["updated_at"])
+        return replace(
+            write.checkpoint,
+            etag=etag,
+            updated_at=write.body["updated_at"],
+            started_at=write.body["started_at"],
+        )
 
 
 def _write_call(write: Write) -> SdkCall:

@@ -91,6 +91,7 @@ from ...seam import delta, formats
 from ...seam.document import dumps, loads
 from ...seam.errors import StateTooLargeError, corrupt_error
 from ...seam.state import Delta
+from .head_place import Place, Written, meta_bytes
 
 RS = b"\x1e"
 HEAD = 24
@@ -200,53 +201,74 @@ def body(
     sizes: Sizes | None,
     *,
     calls: Sequence[Mapping[str, Any]] | None = None,
-) -> tuple[bytes, Sizes | None]:
-    """A save's body (JSON) and the sizes after it. ``change``: the state's, None to
+) -> tuple[bytes, Sizes | None, Written]:
+    """A save's body (JSON), the sizes after it, and what of the head it writes whole
+    (``head_place``). ``change``: the state's, None to
     write it whole; ``steps``: the names already stored (None: unknown, write all);
     ``signals``: whether to write them; ``sizes``: as of the record before (None:
     unknown); ``calls``: the journal as stored (None: unknown, write it whole). The
     values are as the store is given them (encoded: ``seam.encoded``); the
     state and the journal are written as ``seam.delta`` says. The sizes after are
     exact: a part written whole is measured, a change is added to what it changes;
-    None when a part that is not written whole had no known size."""
+    None when a part that is not written whole had no known size. New step names are
+    appended (``steps+``) only when all of them are long: a short list is written
+    whole, which keeps where the head lies known (``head_place``)."""
     before = None if sizes is None else delta.Sizes(sizes.state, sizes.calls)
     parts, data = delta.encode(doc["state"], change, doc["calls"], calls, before)
     names = doc["steps"]
     steps_size: int | None = None
-    if steps is not None and tuple(names[: len(steps)]) == steps:
-        added = dumps(names[len(steps) :]) if len(names) > len(steps) else None
-        if added is not None:
+    whole_steps: int | None = None
+    appended = False
+    prefix = steps is not None and tuple(names[: len(steps)]) == steps
+    if prefix and steps is not None and len(names) > len(steps):
+        whole = dumps(names)
+        if len(whole) > SHORT_STEPS:
+            added = dumps(names[len(steps) :])
             parts.append(b'"steps+":' + added)
-        if sizes is not None:
-            steps_size = sizes.steps + (0 if added is None else len(added) - 2 + bool(steps))
-    else:
+            appended = True
+            if sizes is not None:
+                steps_size = sizes.steps + len(added) - 2 + bool(steps)
+        else:
+            prefix = False  # written whole below
+    elif prefix and sizes is not None:
+        steps_size = sizes.steps
+    if not prefix:
         whole = dumps(names)
         parts.append(b'"steps":' + whole)
-        steps_size = len(whole)
+        steps_size = whole_steps = len(whole)
     signals_size: int | None = None if sizes is None else sizes.signals
+    whole_signals: int | None = None
     if signals:
         whole = dumps(doc["signals"])
         parts.append(b'"signals":' + whole)
-        signals_size = len(whole)
+        signals_size = whole_signals = len(whole)
     after = (
         None
         if data is None or steps_size is None or signals_size is None
         else Sizes(data.state, steps_size, signals_size, data.calls)
     )
-    return b"{" + b",".join(parts) + b"}", after
+    return b"{" + b",".join(parts) + b"}", after, Written(whole_steps, whole_signals, appended)
 
 
-def head_record(doc: dict[str, Any], before: Sizes) -> tuple[bytes, Sizes]:
+SHORT_STEPS = 1024
+"""Step names up to this many bytes (as JSON) are written whole when one is added."""
+
+
+def head_record(
+    doc: dict[str, Any], before: Sizes, at: int, place: Place | None
+) -> tuple[bytes, Sizes, Place | None]:
     """The record of a head-only save (``save_head``) of the document ``doc`` (without
     its data) on a record whose sizes are ``before``: the fields, every step name and
     every signal; no state and no journal, which stay as the records before left them.
-    And the sizes after."""
+    And the sizes after, and where the head lies (``head_place``: in this record),
+    for a record written at offset ``at`` after one that placed it at ``place``."""
     steps, signals = dumps(doc["steps"]), dumps(doc["signals"])
     meta = meta_of({**doc, "state": None, "calls": None})
     sizes = Sizes(before.state, len(steps), len(signals), before.calls)
     meta["sizes"] = sizes
     body = b'{"steps":%s,"signals":%s}' % (steps, signals)
-    return frame(dumps(meta), body, doc["etag"]), sizes
+    m, placed = meta_bytes(meta, body, Written(len(steps), len(signals)), at + HEAD, place)
+    return frame(m, body, doc["etag"]), sizes, placed
 
 
 _OPTIONAL = (

@@ -5,10 +5,15 @@ come through ``fileio``."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import zlib
+from pathlib import Path
+from typing import Any
 
 from . import fileio
+from .head_place import KEY, of_meta
 from .runfile import HEAD, HEAD_RE, TAIL, TAIL_RE, Record, record_at
 
 
@@ -68,3 +73,34 @@ def _last(fd: int, size: int) -> tuple[int, re.Match[bytes]] | None:
         return None
     start = size - TAIL - int(tail[3], 16) - int(tail[2], 16) - HEAD
     return (start, tail) if start >= 0 else None
+
+
+def read_head(path: Path) -> tuple[dict[str, Any], str] | None:
+    """The head document (``from_document``'s, with an empty state and no journal) and
+    etag of the run file at ``path``, read from its last record and the two ranges
+    it places; None when that cannot be done (no file, no place, a torn end): the
+    caller reads the file whole."""
+    fd = fileio.open_existing(path, os.O_RDONLY)
+    if fd is None:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        last = last_record(fd, size)
+        if last is None:
+            return None
+        meta = json.loads(last.meta)
+        place = of_meta(meta)
+        if place is None:
+            return None
+        steps = json.loads(fileio.read_at(fd, place.steps, place.steps_len))
+        signals = json.loads(fileio.read_at(fd, place.signals, place.signals_len))
+    except (ValueError, OSError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(meta, dict) or not isinstance(steps, list) or not isinstance(signals, dict):
+        return None
+    del meta[KEY]
+    meta.pop("step_name", None)
+    meta.pop("sizes", None)
+    return {**meta, "steps": steps, "signals": signals, "state": {}, "calls": None}, last.etag

@@ -79,6 +79,7 @@ from .fileio import (
 from .items import ItemLogs
 from .open_files import OpenFiles, Stripe
 from .retention import KeptRuns
+from .runfile_tail import read_head
 from .wake import Procs
 from .writer import Writer, parse, signals_key
 
@@ -199,7 +200,7 @@ class FileStore(KeptRuns):
             raise self._failed(exc, "save", checkpoint.run_id, target, INTACT) from exc
         wrote(written)
         self._told(checkpoint)
-        return evolve(plain, etag=etag, updated_at=doc["updated_at"])
+        return evolve(plain, etag=etag, updated_at=doc["updated_at"], started_at=doc["started_at"])
 
     def _told(self, checkpoint: Checkpoint) -> None:
         """After a save: the processes that use the store told what it means to them
@@ -213,9 +214,16 @@ class FileStore(KeptRuns):
                 self._procs.register()
 
     def load_head(self, run_id: str) -> Checkpoint | None:
-        """The run's checkpoint but its data (``HeadStore``). The run's file is read as
-        ``load`` reads it: its step names and signals lie among its records. Its values
-        are not decoded: no key is needed."""
+        """The run's checkpoint but its data (``HeadStore``): the last record, and its
+        step names and signals where that record says they lie (``head_place``); the
+        file is read as ``load`` reads it where it says nothing (an earlier version's).
+        Its values are not decoded: no key is needed."""
+        target = self.file_for(run_id)
+        with self._io("load", run_id, target, ""):
+            found = read_head(target)  # the last record and where it says the head is
+        if found is not None:
+            with contextlib.suppress(CorruptCheckpointError):  # (then: the file, whole)
+                return head_of(from_document(found[0], run_id, found[1], str(target)))
         cp = self._load(run_id, values=False)
         return None if cp is None else head_of(cp)
 
@@ -245,7 +253,14 @@ class FileStore(KeptRuns):
             return head_of(self.save(evolve(checkpoint, state=stored.state, calls=stored.calls)))
         wrote(written)
         self._told(checkpoint)
-        return head_of(evolve(checkpoint, etag=doc["etag"], updated_at=doc["updated_at"]))
+        return head_of(
+            evolve(
+                checkpoint,
+                etag=doc["etag"],
+                updated_at=doc["updated_at"],
+                started_at=doc["started_at"],
+            )
+        )
 
     # -- delete and list ----------------------------------------------------------------
 

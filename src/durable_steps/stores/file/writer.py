@@ -7,6 +7,7 @@ etag, and appends a record or writes a new snapshot file (``runfile``, ``fileio`
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -22,7 +23,9 @@ from ...seam.state import delta_since, is_checked
 from . import fileio, platform, runfile, runfile_tail
 from . import history as kept_logs
 from .fileio import UNSURE, atomic_write, os_error
+from .head_place import Place, meta_bytes, of_meta
 from .open_files import RunFile, Stripe
+from .runfile import HEAD
 
 REMEMBERED = 1024
 """Runs a store remembers (the most recently read or written)."""
@@ -38,6 +41,7 @@ class Known(NamedTuple):
     signals: object  # frozen signals as they are, others as JSON (see signals_key)
     sizes: runfile.Sizes | None
     calls: tuple[Any, ...] | None = None  # the journal as written (None: unknown)
+    place: Place | None = None  # where the head's step names and signals lie (head_place)
 
 
 class End(NamedTuple):
@@ -48,6 +52,7 @@ class End(NamedTuple):
     size: int
     base: int
     sizes: runfile.Sizes | None = None
+    place: Place | None = None
 
 
 class Writer:
@@ -77,12 +82,12 @@ class Writer:
                 raise conflict(cp.run_id, cp.etag, end is None)
             if file is None or end is None or end.end is None or end.sizes is None:
                 return None
-            record, sizes = runfile.head_record(doc, end.sizes)
+            record, sizes, place = runfile.head_record(doc, end.sizes, end.end, end.place)
             self.append(file.fd, record, end, cp.run_id, target)
             new_end = end.end + len(record)
             stripe.appended(path, new_end, doc["etag"])
             signals = signals_key(cp.signals)
-            known = Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes)
+            known = Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes, place=place)
             self.remember(cp.run_id, known)
             return len(record)
         finally:
@@ -111,7 +116,7 @@ class Writer:
             if known is not None and known.etag != cp.etag:
                 known = None
             if file is not None and end is not None and end.end is not None:
-                body, sizes = runfile.body(
+                body, sizes, written = runfile.body(
                     doc,
                     delta_since(cp.state, cp.etag),
                     None if known is None else known.steps,
@@ -124,7 +129,7 @@ class Writer:
                 if sizes is not None:
                     check_size(cp.run_id, sizes.state + sizes.calls, limit)
                     meta["sizes"] = sizes
-                    m = dumps(meta)
+                    m, place = meta_bytes(meta, body, written, end.end + HEAD, end.place)
                     record = runfile.frame(m, body, doc["etag"])
                     base = runfile.snapshot_length(len(m), sizes)
                 if sizes is not None and end.end + len(record) <= runfile.compact_at(base):
@@ -133,7 +138,16 @@ class Writer:
                     stripe.appended(path, new_end, doc["etag"])
                     self.remember(
                         cp.run_id,
-                        Known(doc["etag"], new_end, end.base, cp.steps, signals, sizes, cp.calls),
+                        Known(
+                            doc["etag"],
+                            new_end,
+                            end.base,
+                            cp.steps,
+                            signals,
+                            sizes,
+                            cp.calls,
+                            place,
+                        ),
                     )
                     return len(record)
         finally:
@@ -143,14 +157,16 @@ class Writer:
         if self.history.on and file is not None:
             # History: the superseded log is kept, not dropped (``history``).
             kept_logs.keep_log(self.store, target, self.history, cp.step)
-        body, whole = runfile.body(doc, None, None, True, None)
+        body, whole, written = runfile.body(doc, None, None, True, None)
         assert whole is not None  # every part written whole is measured
         check_size(cp.run_id, whole.state + whole.calls, limit)
         meta["sizes"] = whole
-        snapshot = runfile.frame(dumps(meta), body, doc["etag"])
+        m, place = meta_bytes(meta, body, written, HEAD, None)
+        snapshot = runfile.frame(m, body, doc["etag"])
         atomic_write(target, snapshot)
         size = len(snapshot)
-        self.remember(cp.run_id, Known(doc["etag"], size, size, cp.steps, signals, whole, cp.calls))
+        known = Known(doc["etag"], size, size, cp.steps, signals, whole, cp.calls, place)
+        self.remember(cp.run_id, known)
         return size
 
     def end(
@@ -169,17 +185,17 @@ class Writer:
                 or runfile_tail.tail_etag(fd, size) == known.etag
             )
         ):
-            return End(known.etag, size, size, known.base, known.sizes)
+            return End(known.etag, size, size, known.base, known.sizes, known.place)
         base = runfile_tail.first_length(fd)
         if base is None:  # an earlier version's whole document (damage is raised here)
             doc, etag, _ = parse(fileio.read_all(fd), run_id, str(target))
             return End(from_document(doc, run_id, etag, str(target)).etag, None, size, 0)
         last = runfile_tail.last_record(fd, size)
         if last is not None:
-            return End(last.etag, size, size, base, runfile.sizes_of(last.meta))
+            return End(last.etag, size, size, base, *_sizes_place(last.meta))
         records = runfile.scan(fileio.read_all(fd), run_id, str(target))
         last = records[-1]
-        return End(last.etag, last.end, size, base, runfile.sizes_of(last.meta))
+        return End(last.etag, last.end, size, base, *_sizes_place(last.meta))
 
     def append(self, fd: int, record: bytes, end: End, run_id: str, target: Path) -> None:
         assert end.end is not None
@@ -212,7 +228,17 @@ def parse(data: bytes, run_id: str, where: str) -> tuple[Any, str | None, Known 
     if not records:
         return doc, etag, None
     last, sizes = records[-1], runfile.sizes_of(doc)  # doc: the last record's meta and more
-    return doc, etag, Known(last.etag, last.end, records[0].end, (), b"", sizes)
+    known = Known(last.etag, last.end, records[0].end, (), b"", sizes, place=of_meta(doc))
+    return doc, etag, known
+
+
+def _sizes_place(meta: bytes) -> tuple[runfile.Sizes | None, Place | None]:
+    """The sizes and the head's place a record's meta records."""
+    try:
+        found = json.loads(meta)
+    except ValueError:
+        return None, None
+    return runfile.sizes_of(found), of_meta(found)
 
 
 def signals_key(signals: Mapping[str, Any]) -> object:
