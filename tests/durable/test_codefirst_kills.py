@@ -23,9 +23,10 @@ from ..helpers import codefirst_child as child
 from ..helpers.waiting import wait_until
 
 CHILD = child.__file__
-KILLS = (2, 6, 10)
+KILLS = (2, 6, 10, 11)
 """The numbers of effects after which the process is killed: the first round, the
-gathered tools of a later one, the child workflow's step."""
+gathered tools of a later one, the last model call (the child workflow about to start),
+and the child workflow's own step (the parent waiting on it, its message not taken)."""
 
 
 def made(path: Path) -> list[str]:
@@ -62,7 +63,7 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
     env: dict[str, str], tmp_path: Path, run_id: str
 ) -> None:
     """Started into its queue and sent its message first, the run is served by a child
-    process killed after 2, 6 and 10 effects, each time resumed by a fresh one: no
+    process killed after 2, 6, 10 and 11 effects, each time resumed by a fresh one: no
     recorded effect runs again, every effect runs, the stream has every turn, and the
     typed result is an uninterrupted run's."""
     effects = tmp_path / "effects"
@@ -103,9 +104,9 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
 def test_a_crashed_code_first_agent_on_the_memory_store_repeats_nothing_recorded(
     tmp_path: Path, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the memory store a tool that raises at effect 2, 6 and 10 stands in for the
-    kill: the run fails with its records kept, ``resume()`` through its handle, and the
-    next worker pass replays them."""
+    """On the memory store a step that raises at effect 2, 6, 10 and 11 (in the child
+    run) stands in for the kill: the run fails with its records kept, ``resume()``
+    through its handle, and the next worker pass replays them."""
     effects = tmp_path / "effects"
     monkeypatch.setenv("SIDE_EFFECTS", str(effects))
     store = ds.AsyncMemoryStore()
