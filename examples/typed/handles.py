@@ -57,6 +57,11 @@ def check(store: ds.Store) -> Answer:
     assert_type(answer.start("typed-2", store, "why not?").result(), Answer)
     assert_type(ds.handle_for(store, "typed-2"), ds.RunHandle[dict[str, Any]])
     assert_type(ds.handle_for(store, "typed-2", dict[str, Any]).result(), dict[str, Any])
+    assert_type(handle.status(), str | None)
+    forked = handle.fork("typed-2b", at_call=1)  # a code-first run forks at a call
+    assert_type(forked, ds.RunHandle[Answer])
+    ds.recover(store, [answer])  # runs the fork: its one recorded call replays
+    assert_type(forked.result(timeout=10), Answer)
     return handle.result(timeout=10)
 
 
@@ -65,4 +70,7 @@ async def check_async(store: ds.AsyncStore) -> Answer:
     assert_type(handle, ds.AsyncRunHandle[Answer])
     await ds.recover_async(store, [async_answer])
     assert_type(await async_answer.run_async("typed-4", store, "why?", 2), Answer)
+    assert_type(await handle.status(), str | None)
+    forked = await handle.fork("typed-3b", at_call=1)
+    assert_type(forked, ds.AsyncRunHandle[Answer])
     return await handle.result(timeout=10)

@@ -307,9 +307,9 @@ def test_where_call_takes_a_key_the_identity_is_passed_as_it(
 
     seen: list[tuple[str, str]] = []
 
-    def keyed_call(name: str, fn: Any, /, *, key: str, **options: Any) -> Any:
+    def keyed_call(name: str, fn: Any, /, *args: Any, key: str, **options: Any) -> Any:
         seen.append((name, key))
-        return ds.call(f"{name}/{len(seen)}", fn, **options)
+        return ds.call(f"{name}/{len(seen)}", fn, *args, **options)
 
     monkeypatch.setattr(_step, "_KEYED", True)
     monkeypatch.setattr(_step, "call", keyed_call)

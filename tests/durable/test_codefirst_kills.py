@@ -23,9 +23,12 @@ from ..helpers import codefirst_child as child
 from ..helpers.waiting import wait_until
 
 CHILD = child.__file__
-KILLS = (2, 6, 10)
-"""The numbers of effects after which the process is killed: the first round, the
-gathered tools of a later one, the child workflow's step."""
+KILLS = ("tool-t0-0", "tool-t1-0", "model-3", "shout")
+"""The effects after whose making the process is killed (each the first time it is
+made after the kill before, so no effect is in flight at two kills): the first round's
+gathered tools, a later round's, the last model call (the child workflow about to
+start), and the child workflow's own step (the parent waiting on it, its message not
+yet taken)."""
 
 
 def made(path: Path) -> list[str]:
@@ -62,7 +65,7 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
     env: dict[str, str], tmp_path: Path, run_id: str
 ) -> None:
     """Started into its queue and sent its message first, the run is served by a child
-    process killed after 2, 6 and 10 effects, each time resumed by a fresh one: no
+    process killed after each effect of ``KILLS``, each time resumed by a fresh one: no
     recorded effect runs again, every effect runs, the stream has every turn, and the
     typed result is an uninterrupted run's."""
     effects = tmp_path / "effects"
@@ -72,6 +75,7 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
     handle.send("feedback", "thanks")  # waits in the mailbox until the agent asks
     kills: list[tuple[set[str], Counter[str]]] = []
     for k in KILLS:
+        seen = len(made(effects))
         proc = subprocess.Popen(
             [sys.executable, CHILD, run_id],
             env=process_env,
@@ -79,7 +83,7 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        wait_until(lambda k=k, p=proc: len(made(effects)) >= k or p.poll() is not None, f"{k}")
+        wait_until(lambda k=k, p=proc, n=seen: k in made(effects)[n:] or p.poll() is not None, k)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         kills.append((recorded(store, run_id), Counter(made(effects))))
@@ -103,9 +107,10 @@ def test_a_killed_code_first_agent_repeats_nothing_recorded(
 def test_a_crashed_code_first_agent_on_the_memory_store_repeats_nothing_recorded(
     tmp_path: Path, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the memory store a tool that raises at effect 2, 6 and 10 stands in for the
-    kill: the run fails with its records kept, ``resume()`` through its handle, and the
-    next worker pass replays them."""
+    """On the memory store a step that raises as it makes each effect of ``KILLS`` but
+    the child's (an error there fails the child, and so its parent: no kill does that)
+    stands in for the kill: the run fails with its records kept, ``resume()``
+    through its handle, and the next worker pass replays them."""
     effects = tmp_path / "effects"
     monkeypatch.setenv("SIDE_EFFECTS", str(effects))
     store = ds.AsyncMemoryStore()
@@ -114,9 +119,10 @@ def test_a_crashed_code_first_agent_on_the_memory_store_repeats_nothing_recorded
     async def go() -> dict[str, Any]:
         handle = await child.agent.start_async(run_id, store, "why")
         await handle.send("feedback", "thanks")
-        for k in KILLS:
+        for k in KILLS[:-1]:
             child.CRASH_AT[:] = [k]
-            while len(made(effects)) < k:
+            seen = len(made(effects))
+            while k not in made(effects)[seen:]:
                 await ds.recover_async(store, child.WORKFLOWS)
             text = ""
             for rid in (run_id, f"{run_id}-summary"):

@@ -9,7 +9,7 @@ child workflow summarise the answer and takes a message from its mailbox. Every 
 appends its effect's name to $SIDE_EFFECTS before it returns (and returns that name in
 its result, so a test can tell which effects are recorded). The process serves the
 run as a worker does (``recover_async`` passes) until it completes, then prints its
-result as JSON. ``CRASH_AT`` (in-process use): the effect number at which a tool raises
+result as JSON. ``CRASH_AT`` (in-process use): the effect at whose making a step raises
 ``Crash`` instead, the stand-in for a kill where the store cannot outlive a process.
 """
 
@@ -32,7 +32,7 @@ EFFECTS = [
     "shout",
 ]
 """Every effect a completed run made, once each."""
-CRASH_AT: list[int] = []
+CRASH_AT: list[str] = []
 
 
 class Crash(Exception):
@@ -64,10 +64,8 @@ def effect(name: str) -> str:
         f.write(f"{name}\n")
         f.flush()
         os.fsync(f.fileno())
-    with open(path) as f:
-        made = len(f.read().splitlines())
-    if CRASH_AT and made == CRASH_AT[0]:
-        raise Crash(f"crash at effect {made}")
+    if CRASH_AT and name == CRASH_AT[0]:
+        raise Crash(f"crash at effect {name}")
     return name
 
 

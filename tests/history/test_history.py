@@ -154,7 +154,7 @@ def test_bad_forks_change_nothing(api: Api, run_id: str) -> None:
     with pytest.raises(ds.ConflictError, match="exists already"):
         api.fork(run_id, taken, at_step=1)
     with pytest.raises(ValueError, match="at_step"):
-        api.fork(run_id, new, at_step=-1)
+        api.fork(run_id, new, at_step=-2)  # -1 is before the first step
     assert api.store.load(new) is None
     assert api.store.load(run_id).etag == source.etag
     assert api.store.load(taken).etag == existing.etag

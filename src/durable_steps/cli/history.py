@@ -54,7 +54,10 @@ def runs_history(run_id: str, as_json: bool) -> None:
 @click.argument("run_id")
 @click.argument("new_run_id")
 @click.option(
-    "--at-step", "at_step", type=int, required=True, help="The completed step to fork after."
+    "--at-step",
+    "at_step",
+    type=int,
+    help="The completed step to fork after (-1, or left out with --at-call: before the first).",
 )
 @click.option("--update", "data", metavar="JSON", help="Top-level keys to set, a JSON object.")
 @click.option(
@@ -67,19 +70,21 @@ def runs_history(run_id: str, as_json: bool) -> None:
 def runs_fork(  # noqa: PLR0917 (one parameter per option)
     run_id: str,
     new_run_id: str,
-    at_step: int,
+    at_step: int | None,
     data: str | None,
     at_call: int | None,
     as_json: bool,
 ) -> None:
     """Make run NEW_RUN_ID from run RUN_ID's state after step K (plus --update),
     continuing at step K+1; RUN_ID is not changed. A worker (or 'run') runs the new run
-    like any other. Examples:
+    like any other. A code-first run (one step: its calls) is forked at a call: --at-call
+    N alone keeps its first N recorded calls and runs the rest live. Examples:
 
     \b
       durable-steps runs fork ticket-4711 ticket-4711-b --at-step 2
       durable-steps runs fork agent-7 agent-7-retry --at-step 0 --at-call 3 \\
           --update '{"prompt": "be brief"}'
+      durable-steps runs fork research-1 research-1-b --at-call 4
     """
     update = json_value(data, None, "--update", "update")
     if update is not None and not isinstance(update, dict):
@@ -88,8 +93,10 @@ def runs_fork(  # noqa: PLR0917 (one parameter per option)
         made = fork_run(store, run_id, new_run_id, at_step=at_step, update=update, at_call=at_call)
     if as_json:
         click.echo(json.dumps({"run_id": made.run_id, "forked_from": dict(made.forked_from or {})}))
-    else:
-        say(
-            f"forked run {new_run_id} from {run_id} after step {at_step}: it continues at step "
-            f"{at_step + 1} when a worker (or 'run') runs it"
-        )
+        return
+    where = "before its first step" if made.step < 0 else f"after step {made.step}"
+    kept = "" if at_call is None else f", keeping {at_call} recorded calls"
+    say(
+        f"forked run {new_run_id} from {run_id} {where}{kept}: it continues at step "
+        f"{made.step + 1} when a worker (or 'run') runs it"
+    )

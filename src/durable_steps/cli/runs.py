@@ -383,7 +383,8 @@ def _show(cp: Checkpoint, with_results: bool) -> None:
     if cp.forked_from:  # fork
         f = cp.forked_from
         call = "" if f.get("call") is None else f", keeping {f.get('call')} recorded calls"
-        fields["forked from"] = Text(f"{f.get('run')} after step {f.get('step')}{call}")
+        at = "before its first step" if f.get("step") == -1 else f"after step {f.get('step')}"
+        fields["forked from"] = Text(f"{f.get('run')} {at}{call}")
     for key, value in fields.items():
         grid.add_row(key, value)
     out.print(grid)

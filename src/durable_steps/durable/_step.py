@@ -44,6 +44,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ..runner.identity import RESERVED
 from ..runner.journal import call, call_async
 from ..runner.retry import Retry
 from ..runner.step import current_step
@@ -132,12 +133,7 @@ def _durable(
         counts[(step_name, found)] = n + 1
         return found if n == 0 else f"{found}#{n}"  # the n+1th call with these arguments
 
-    def target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
-        if timeout is None:
-            return functools.partial(fn, *args, **kwargs)
-        if is_async:
-            return functools.partial(_timed_async, fn, timeout, args, kwargs)
-        return functools.partial(_timed, fn, timeout, args, kwargs)
+    target = _target(fn, sig, timeout, is_async)
 
     def options(journal: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
         """The call's name and ``call``'s options: its identity as ``key=`` (named, so two
@@ -156,7 +152,8 @@ def _durable(
             if journal is None:
                 return fn(*args, **kwargs)
             called, opts = options(journal, args, kwargs)
-            return call_async(called, target(args, kwargs), **opts)
+            run, a, kw = target(args, kwargs)
+            return call_async(called, run, *a, **opts, **kw)
 
         wrapper: Callable[..., Any] = durable_async
         _mark_coroutine(wrapper)
@@ -172,12 +169,43 @@ def _durable(
                     "would block the event loop: declare it 'async def' and await it"
                 )
             called, opts = options(journal, args, kwargs)
-            return call(called, target(args, kwargs), **opts)
+            run, a, kw = target(args, kwargs)
+            return call(called, run, *a, **opts, **kw)
 
         wrapper = durable_sync
     functools.update_wrapper(wrapper, fn)
     wrapper.durable_name = step_name  # type: ignore[attr-defined]
     return wrapper
+
+
+Target = Callable[
+    [tuple[Any, ...], dict[str, Any]], tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+]
+
+
+def _target(
+    fn: Callable[..., Any], sig: Signature, timeout: float | None, is_async: bool
+) -> Target:
+    """What ``call`` runs for the arguments of one call: the function itself with them
+    where it can (``call`` then looks at one function once, never at a new object per
+    call); a function whose parameters share a name with ``call``'s own (``key``,
+    ``retry``, ``returns``) or take any keyword, behind a closure (``call`` passes it
+    nothing); with a timeout, the function run within it."""
+    timed = None if timeout is None else _timed_async if is_async else _timed
+    direct = not any(
+        p.name in RESERVED or p.kind is p.VAR_KEYWORD for p in sig.sig.parameters.values()
+    )
+
+    def target(
+        args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+        if timed is not None:
+            return timed, (fn, timeout, args, kwargs), {}
+        if direct:
+            return fn, args, kwargs
+        return (lambda: fn(*args, **kwargs)), (), {}
+
+    return target
 
 
 def _journal() -> Any:

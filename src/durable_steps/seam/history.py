@@ -28,7 +28,9 @@ attempts it took, the bytes of its update and the index of its calls
 the file log's walk from the version before). ``load_at(run_id, k)`` gives the
 checkpoint after step k, with ``calls`` = the journal of step k+1 as it stood when
 that step completed (or as it stands, when the run is at step k+1): what a fork with
-``at_call`` keeps. Walking a run's versions in order (``Walk``) is shared by the
+``at_call`` keeps. ``load_at(run_id, -1)`` is the run before its first step: its input,
+with step 0's journal -- a code-first run is one step whose history is its calls, so a
+fork at one of them starts there. Walking a run's versions in order (``Walk``) is shared by the
 stores that replay a log.
 """
 
@@ -138,6 +140,14 @@ def latest_at(cp: Checkpoint | None, step: int) -> Checkpoint | None:
 
 def not_kept(run_id: str, step: int, kept: Iterable[int]) -> StepNotKeptError:
     steps = sorted(kept)
+    if step == -1:
+        return StepNotKeptError(
+            f"run {run_id!r} keeps no checkpoint before its first step (its input and the "
+            "first step's calls): it was started before history kept them, or its store "
+            "keeps fewer (history='none', keep_last=N); see 'durable-steps runs history RUN'",
+            run_id=run_id,
+            step=step,
+        )
     have = (
         "it has no completed step"
         if not steps
@@ -185,6 +195,8 @@ class Walk:
 
     def add(self, v: Version) -> None:
         step = v.fields["step"]
+        if self.want == -1 and self._before is None and step == -1:
+            self.found = (v.fields, v.state())  # the run's first version: its input
         if step > self.step:
             names = v.fields.get("steps")
             name = v.fields.get("step_name") or (names[-1] if names else "")

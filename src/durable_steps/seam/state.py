@@ -30,6 +30,7 @@ on the path that would otherwise refuse the value, so plain JSON pays nothing fo
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -290,9 +291,13 @@ class CallRecords(tuple):  # type: ignore[type-arg] # tuple[Mapping[str, Any], .
         key = call_key(record)
         if not self or call_key(self[-1]) < key:
             return call_records(self + (record,), self, (record,), ())  # noqa: RUF005 - one memcpy
-        old = tuple(r for r in self if call_key(r) == key)
-        ordered = sorted([*(r for r in self if call_key(r) != key), record], key=call_key)
-        return call_records(ordered, self, (record,), old)
+        # In key order already: its place by bisection (keyed calls land anywhere: their
+        # keys are hashes), never a pass of ``call_key`` over every record.
+        at = end = bisect.bisect_left(self, key, key=call_key)
+        while end < len(self) and call_key(self[end]) == key:
+            end += 1
+        ordered = (*self[:at], record, *self[end:])
+        return call_records(ordered, self, (record,), tuple(self[at:end]))
 
 
 KEYED = "="
@@ -338,8 +343,9 @@ def call_records(
     added: tuple[Any, ...] = (),
     replaced: tuple[Any, ...] = (),
 ) -> CallRecords:
-    """A ``CallRecords`` of frozen records (see there)."""
-    new = CallRecords(items)
+    """A ``CallRecords`` of frozen records (see there); records of no known order (as
+    a store gives them back: in the order saved) put in the order of their keys."""
+    new = CallRecords(items if base is not None else sorted(items, key=call_key))
     new.base, new.added, new.replaced = base, added, replaced
     new.sealed = new.plain = new.codec = None
     return new

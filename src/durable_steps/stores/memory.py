@@ -131,6 +131,13 @@ class MemoryStore(Store):
             kept = list(self._kept.get(run_id, ()))
         if current is None:
             return None
+        if step == -1:  # before the first step: the version its completing save replaced
+            if not kept:
+                return super().load_at(run_id, step)
+            first, _, before = kept[0]
+            if first.step != 0 or before is None:
+                raise not_kept(run_id, step, ())
+            return evolve(decode(before, run_id, "memory"), etag=None)
         for n, (entry, data, _) in enumerate(kept):
             if entry.step == step:
                 # The next step's journal: as it stood before the save that completed

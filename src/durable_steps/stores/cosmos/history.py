@@ -15,7 +15,10 @@ data), walked from the head's tip back through ``prev`` and ``back``
 is never taken for history. ``load_at`` then reads the one generation it needs up to
 the version wanted (one more query), and the journal of the next step as it stood
 before its completing save (a query of that version's generation), or the run's
-current one. ``prune`` keeps every segment this walk reaches (``removal``).
+current one. Before the first step (``load_at(run, -1)``) is the version before the
+first marked one: with history the data leaves the head once the first step records a
+call (``plan``), so a run whose first step made calls keeps its input and that
+journal. ``prune`` keeps every segment this walk reaches (``removal``).
 """
 
 from __future__ import annotations
@@ -85,6 +88,13 @@ class HistoryPrograms(HeadPrograms):
         entries = _entries(versions)
         if not entries:
             return latest_at((yield from self._load(run_id)), step)
+        if step == -1:  # before the first step: the version its completing save followed
+            first = entries[0][0]
+            if entries[0][1].step != 0 or first == 0:
+                raise not_kept(run_id, step, ())
+            state, calls = yield from self._data_of(run_id, versions[first - 1])
+            fields = {**head, "step": -1, "updated_at": None, "status": "running"}
+            return checkpoint_at(run_id, fields, state, calls)
         at = next((n for n, (_, e) in enumerate(entries) if e.step == step), None)
         if at is None:
             raise not_kept(run_id, step, (e.step for _, e in entries))

@@ -143,11 +143,12 @@ class _Planner:
         expire = self.ttl is not None and chain is not None and self.until is None
         if chain is not None and not parts and not expire and self.hist is None:
             return self._head_only(chain)  # the data is unchanged
-        # With history, data is inline only until a step completes (nothing of it is
-        # history: ``load_at`` needs no journal of step 0 before it completes): a new
-        # run's first save, its claim and heartbeats stay one request each. The save
-        # that completes step 0 writes the first snapshot, marked.
-        inline = not self.keep or (self.hist is None and self.cp.step < 0)
+        # With history, data is inline only while none of it is history: before the
+        # first step records a call (``load_at(run, -1)``: a fork at one of the first
+        # step's calls -- a code-first run's only step -- replays its records) and
+        # before a step completes. A new run's first save, its claim and heartbeats
+        # stay one request each; the first step's calls cost what later steps' do.
+        inline = not self.keep or (self.hist is None and self.cp.step < 0 and not self.cp.calls)
         if (
             chain is None
             and inline

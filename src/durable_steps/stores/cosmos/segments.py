@@ -13,7 +13,8 @@ is one logical partition and every request about it is single-partition.
   alone. Its data is either *inline* -- ``state`` and ``calls`` in the head, while
   they take at most ``INLINE_MAX`` bytes and the run has no segments: one request
   per save, as in the earlier layout; with history on (the default, ``history``)
-  only until the run's first step completes -- or in segments, to which the head points:
+  only until its first step records a call or completes -- or in segments, to which
+  the head points:
   ``gen`` (the generation: the nonce of its snapshot), ``fold`` (the generation's
   number, below), ``seq`` (the last segment's number), ``tip`` (its nonce) and
   ``log`` (``[snapshot bytes, deltas, delta bytes]``).
