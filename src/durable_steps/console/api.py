@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -39,10 +39,8 @@ from starlette.routing import Route
 from durable_steps import DurableError, RunInfo, RunNotFoundError, owner_label
 
 from . import actions, bulk, sources, timeline
+from .host import Host
 from .listing import SIZES, FilterError, Filters, status_of
-
-if TYPE_CHECKING:
-    from .app import Console
 
 FILTERS = frozenset(
     {"status", "workflow", "prefix", "older", "newer", "since", "until", "error", "version"}
@@ -79,7 +77,7 @@ def run_json(info: RunInfo) -> dict[str, Any]:
 class Api:
     """The API's handlers over the console's state (store, listings, loaded runs)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Host) -> None:
         self.c = console
 
     def routes(self) -> list[Route]:

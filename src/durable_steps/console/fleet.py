@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +19,7 @@ from starlette.routing import Route
 
 from durable_steps import Fleet, Store, fleet
 
-if TYPE_CHECKING:
-    from .app import Console
+from .host import Host
 
 FRESH = 3.0
 """Seconds a snapshot serves the pages before the next is taken."""
@@ -47,7 +45,7 @@ class FleetView:
 
 
 class Pages:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Host) -> None:
         self.c = console
 
     def _page(self, request: Request, name: str) -> Response:
@@ -66,7 +64,7 @@ class Pages:
         return self._page(request, "schedules")
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: Host) -> list[Route]:
     p = Pages(console)
     return [
         Route("/workers", p.workers),
