@@ -74,6 +74,8 @@ class CallRecord(TypedDict, total=False):
     """A keyed call's key: replayed by it whatever task or order makes it."""
     kind: Literal["sleep", "wait", "receive", "patch", "start_child", "await_child"]
     """Absent for a call (``call``); else the operation."""
+    t0: float
+    """When a finished call began (seconds since the epoch; saved with its result)."""
     at: float
     """When it finished (seconds since the epoch)."""
     result: Any

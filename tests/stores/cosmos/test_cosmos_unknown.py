@@ -59,7 +59,7 @@ def test_a_recorded_call_whose_outcome_is_unknown_is_the_runs_own_not_a_lost_lea
     def tool() -> str:
         ran.append("tool")
         if len(ran) == 1:
-            lose_the_answer_and_the_read_back(proxy, "PATCH")  # (a record: a patch)
+            lose_the_answer_and_the_read_back(proxy, "PUT")  # (the first record: the head replaced)
         return "answer"
 
     steps = [agent(store, tool)]

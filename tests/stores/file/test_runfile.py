@@ -274,5 +274,8 @@ def test_a_recorded_call_writes_its_result_not_the_state_or_earlier_calls(
 
     ds.run("r", [ds.Step("agent", agent)], store, input={"blob": "b" * 500_000})
     grown = [b - a for a, b in itertools.pairwise(sizes)]
-    assert all(1024 < g < 1024 + 600 for g in grown), grown
+    # Beside its result a record carries the run's head: lease, attempt log, where the
+    # head lies in the file (``head_place``) -- some 600 bytes, the same for every call.
+    assert all(1024 < g < 1024 + 700 for g in grown), grown
+    assert max(grown) - min(grown) < 16, grown
     assert store.load("r").calls == ()  # the step completed: records dropped

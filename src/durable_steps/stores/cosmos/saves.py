@@ -110,7 +110,9 @@ class Saves(CosmosPrograms):
         if saving.trim is not None and saving.known.chain is not None:  # keep_last
             yield from self._trim(run_id, saving.known.chain, saving.trim)
         stored = self._confirmed(saving, etag)
-        return replace(plain, etag=stored.etag, updated_at=stored.updated_at)
+        return replace(
+            plain, etag=stored.etag, updated_at=stored.updated_at, started_at=stored.started_at
+        )
 
     def _note_expiry(self, saving: SavePlan) -> Program[None]:
         """A head that will expire (a ttl) gets its entry in the expiry index first

@@ -250,8 +250,11 @@ def body(
     return b"{" + b",".join(parts) + b"}", after, Written(whole_steps, whole_signals, appended)
 
 
-SHORT_STEPS = 1024
-"""Step names up to this many bytes (as JSON) are written whole when one is added."""
+SHORT_STEPS = 512
+"""Step names up to this many bytes (as JSON) are written whole when one is added: a
+head read then finds them where the last record says (``head_place``). Most
+workflows' names fit; past it a step appends its name alone, so a long run's record
+does not carry a list that grows with every step."""
 
 
 def head_record(
