@@ -112,8 +112,9 @@ def check(kill: Kill, out: dict[str, Any], kind: str, driver: str) -> None:
     assert run_ids(kill) == {out["run_id"]}, "the agent run keeps its run_id"
 
 
-@pytest.mark.parametrize("driver", ["sync", "async"])
-@pytest.mark.parametrize("kind", ["function", "test"])
+# Each model under one driver: the kill matrix (test_kill_matrix.py) kills the function
+# model's agent under ``run`` before each call too, from forks of one process.
+@pytest.mark.parametrize(("kind", "driver"), [("function", "sync"), ("test", "async")])
 def test_killed_before_each_call_every_finished_call_ran_once(
     env: dict[str, str], tmp_path: Path, run_id: str, kind: str, driver: str
 ) -> None:
