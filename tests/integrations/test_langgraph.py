@@ -164,9 +164,12 @@ def test_a_superstep_costs_the_channels_it_changed_not_the_state(store: ds.Store
     assert sum(len(m) for m in messages) > 200_000
     assert messages[-1].startswith("00039")
     # Two supersteps an invocation (the input, then 'say'): one 5,005-character item
-    # appended, two checkpoints.
-    assert max(costs[-5:]) <= costs[1] * 1.05, costs
-    assert max(costs) < 14_000, costs
+    # appended, two checkpoints. A sync graph saves checkpoints from a thread of its
+    # own, which may begin a checkpoint's save before the task's write: that
+    # checkpoint then carries the item itself (sent twice, never the list).
+    late = sorted(costs[-10:])[5]
+    assert late <= costs[1] * 1.05, costs
+    assert max(costs) < costs[1] + 5_500, costs
 
 
 def test_a_list_grown_by_a_task_sends_the_items_once(store: ds.Store) -> None:
